@@ -1,0 +1,28 @@
+# endstate — run `make help` for the targets.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+EXTRAS ?= test,stats
+
+.DEFAULT_GOAL := help
+.PHONY: help setup test bench lint
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-8s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+setup: $(VENV)/.installed ## create .venv and install endstate editable with its test extras (idempotent)
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	touch $@
+
+test: setup ## run the test suite (no GPU, no network)
+	$(PY) -m pytest -q -n 2
+
+bench: setup ## run the performance benchmarks (they print ratios against in-run baselines)
+	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+lint: setup ## ruff over the code
+	$(PY) -m pip install -q ruff && $(VENV)/bin/ruff check tools tests bench domains

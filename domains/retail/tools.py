@@ -1,0 +1,279 @@
+"""Retail tools. Each is a typed function: the signature and docstring are what the agent sees.
+
+The tools enforce the hard rules themselves (cancel only pending/processing orders, change the
+address only while pending, returns and exchanges within 30 days of delivery). Other rules live only
+in policy.md, as in a real back office, and the task checks verify them: above all, issue_refund
+does not check that the return was received: refunding a return still `requested` is the trap.
+"""
+
+from datetime import datetime, timedelta
+from typing import Literal
+
+from endstate.core.tools import Db, ToolError, tool
+
+NOW = "2026-01-15T12:00:00"
+RETURN_WINDOW_DAYS = 30
+
+
+def _next_id(db: Db, table: str, prefix: str, width: int) -> str:
+    """Sequential ids (RT00042) so replays of the same calls produce the same rows."""
+    n = db.value(f"SELECT MAX(CAST(SUBSTR(id, {len(prefix) + 1}) AS INTEGER)) FROM {table}") or 0
+    return f"{prefix}{n + 1:0{width}d}"
+
+
+def _order(db: Db, order_id: str) -> dict:
+    order = db.one("SELECT * FROM orders WHERE id = ?", order_id)
+    if order is None:
+        raise ToolError(f"order {order_id} not found")
+    return order
+
+
+def _line(db: Db, order_id: str, line: int) -> dict:
+    item = db.one("SELECT * FROM order_items WHERE order_id = ? AND line = ?", order_id, line)
+    if item is None:
+        raise ToolError(f"order {order_id} has no line {line}")
+    return item
+
+
+def _within_return_window(order: dict) -> None:
+    if order["status"] != "delivered":
+        raise ToolError(f"order {order['id']} is {order['status']}; only delivered orders can be "
+                        "returned or exchanged")
+    delivered = datetime.fromisoformat(order["delivered_at"])
+    if datetime.fromisoformat(NOW) - delivered > timedelta(days=RETURN_WINDOW_DAYS):
+        raise ToolError(f"order {order['id']} was delivered on {order['delivered_at'][:10]}, more "
+                        f"than {RETURN_WINDOW_DAYS} days ago")
+
+
+@tool
+def find_customer(db: Db, email: str | None = None, name: str | None = None,
+                  zip: str | None = None) -> dict:
+    """Find a customer's id by email, or by full name and zip code.
+
+    Args:
+        email: The customer's email address.
+        name: The customer's full name, e.g. "Ava Chen" (use together with zip).
+        zip: The customer's 5-digit zip code (use together with name).
+    """
+    if email:
+        found = db.all("SELECT id FROM customers WHERE email = ?", email.strip().lower())
+    elif name and zip:
+        found = db.all("SELECT id FROM customers WHERE name = ? AND zip = ?", name.strip(), zip.strip())
+    else:
+        raise ToolError("give an email, or a name together with a zip code")
+    if not found:
+        raise ToolError("no customer matches")
+    if len(found) > 1:
+        raise ToolError(f"{len(found)} customers match; ask for the email address")
+    return {"customer_id": found[0]["id"]}
+
+
+@tool
+def get_customer(db: Db, customer_id: str) -> dict:
+    """Get a customer's profile and payment methods.
+
+    Args:
+        customer_id: The customer id, e.g. "C0042".
+    """
+    customer = db.one("SELECT * FROM customers WHERE id = ?", customer_id)
+    if customer is None:
+        raise ToolError(f"customer {customer_id} not found")
+    customer["payment_methods"] = db.all(
+        "SELECT id, kind, last4, balance FROM payment_methods WHERE customer_id = ?", customer_id)
+    return customer
+
+
+@tool
+def list_orders(db: Db, customer_id: str, status: str | None = None) -> list:
+    """List a customer's orders, newest first.
+
+    Args:
+        customer_id: The customer id.
+        status: Only orders with this status (pending, processing, shipped, delivered, cancelled).
+    """
+    sql = "SELECT id, status, placed_at, total FROM orders WHERE customer_id = ?"
+    params = [customer_id]
+    if status:
+        sql += " AND status = ?"
+        params.append(status)
+    return db.all(sql + " ORDER BY placed_at DESC", *params)
+
+
+@tool
+def get_order(db: Db, order_id: str) -> dict:
+    """Get an order with its lines, returns and refunds.
+
+    Args:
+        order_id: The order id, e.g. "W10042".
+    """
+    order = _order(db, order_id)
+    order["items"] = db.all(
+        "SELECT i.line, i.product_id, p.name, i.quantity, i.unit_price, i.status "
+        "FROM order_items i JOIN products p ON p.id = i.product_id WHERE i.order_id = ? "
+        "ORDER BY i.line", order_id)
+    order["returns"] = db.all("SELECT * FROM returns WHERE order_id = ?", order_id)
+    order["refunds"] = db.all("SELECT * FROM refunds WHERE order_id = ?", order_id)
+    return order
+
+
+@tool
+def search_products(db: Db, query: str, category: str | None = None) -> list:
+    """Search products by name (case-insensitive substring), optionally within a category.
+
+    Args:
+        query: Words from the product name, e.g. "kettle".
+        category: One of headphones, keyboards, lamps, backpacks, kettles, shoes, watches, mugs.
+    """
+    sql = "SELECT id, name, category, price, stock FROM products WHERE name LIKE ?"
+    params = [f"%{query}%"]
+    if category:
+        sql += " AND category = ?"
+        params.append(category)
+    return db.all(sql + " ORDER BY id LIMIT 20", *params)
+
+
+@tool(writes=True)
+def cancel_order(db: Db, order_id: str,
+                 reason: Literal["no_longer_needed", "ordered_by_mistake"]) -> dict:
+    """Cancel a pending or processing order and refund its total to the original payment method.
+
+    Args:
+        order_id: The order id.
+        reason: Why the customer cancels.
+    """
+    order = _order(db, order_id)
+    if order["status"] not in ("pending", "processing"):
+        raise ToolError(f"order {order_id} is {order['status']}; only pending or processing orders "
+                        "can be cancelled")
+    db.run("UPDATE orders SET status = 'cancelled', cancel_reason = ?, updated_at = ? WHERE id = ?",
+           reason, db.now, order_id)
+    refund_id = _next_id(db, "refunds", "RF", 5)
+    db.run("INSERT INTO refunds VALUES (?, ?, NULL, ?, ?, ?)", refund_id, order_id, order["total"],
+           order["payment_method_id"], db.now)
+    return {"order_id": order_id, "status": "cancelled", "refund_id": refund_id,
+            "refunded": order["total"]}
+
+
+@tool(writes=True)
+def update_shipping_address(db: Db, order_id: str, address: str) -> dict:
+    """Change the shipping address of a pending order.
+
+    Args:
+        order_id: The order id.
+        address: The full new address, e.g. "12 Oak St, Austin, TX 78701".
+    """
+    order = _order(db, order_id)
+    if order["status"] != "pending":
+        raise ToolError(f"order {order_id} is {order['status']}; the address can only be changed "
+                        "while the order is pending")
+    db.run("UPDATE orders SET shipping_address = ?, updated_at = ? WHERE id = ?", address.strip(),
+           db.now, order_id)
+    return {"order_id": order_id, "shipping_address": address.strip()}
+
+
+@tool(writes=True)
+def update_customer_email(db: Db, customer_id: str, email: str) -> dict:
+    """Change a customer's email address.
+
+    Args:
+        customer_id: The customer id.
+        email: The new email address.
+    """
+    email = email.strip().lower()
+    if "@" not in email:
+        raise ToolError(f"{email!r} is not an email address")
+    if db.run("UPDATE customers SET email = ? WHERE id = ?", email, customer_id) == 0:
+        raise ToolError(f"customer {customer_id} not found")
+    return {"customer_id": customer_id, "email": email}
+
+
+@tool(writes=True)
+def request_return(db: Db, order_id: str, line: int, quantity: int,
+                   reason: Literal["defective", "wrong_item", "no_longer_needed"]) -> dict:
+    """Open a return for one line of a delivered order (within 30 days of delivery).
+
+    Args:
+        order_id: The order id.
+        line: The order line number (from get_order).
+        quantity: How many units to return (at most the quantity ordered).
+        reason: Why the item is returned.
+    """
+    order = _order(db, order_id)
+    _within_return_window(order)
+    item = _line(db, order_id, line)
+    if item["status"] != "ordered":
+        raise ToolError(f"line {line} of order {order_id} is already {item['status']}")
+    if not 1 <= quantity <= item["quantity"]:
+        raise ToolError(f"quantity must be between 1 and {item['quantity']}")
+    return_id = _next_id(db, "returns", "RT", 5)
+    db.run("INSERT INTO returns VALUES (?, ?, ?, ?, ?, 'requested', ?, NULL)", return_id, order_id,
+           line, quantity, reason, db.now)
+    db.run("UPDATE order_items SET status = 'return_requested' WHERE order_id = ? AND line = ?",
+           order_id, line)
+    return {"return_id": return_id, "status": "requested"}
+
+
+@tool(writes=True)
+def issue_refund(db: Db, return_id: str) -> dict:
+    """Refund a received return to the order's original payment method.
+
+    Args:
+        return_id: The return id, e.g. "RT00042".
+    """
+    ret = db.one("SELECT * FROM returns WHERE id = ?", return_id)
+    if ret is None:
+        raise ToolError(f"return {return_id} not found")
+    if db.one("SELECT id FROM refunds WHERE return_id = ?", return_id):
+        raise ToolError(f"return {return_id} has already been refunded")
+    item = _line(db, ret["order_id"], ret["line"])
+    order = _order(db, ret["order_id"])
+    amount = round(item["unit_price"] * ret["quantity"], 2)
+    refund_id = _next_id(db, "refunds", "RF", 5)
+    db.run("INSERT INTO refunds VALUES (?, ?, ?, ?, ?, ?)", refund_id, ret["order_id"], return_id,
+           amount, order["payment_method_id"], db.now)
+    return {"refund_id": refund_id, "amount": amount}
+
+
+@tool(writes=True)
+def exchange_item(db: Db, order_id: str, line: int, new_product_id: str) -> dict:
+    """Exchange one line of a delivered order for another product of the same category and price.
+
+    Args:
+        order_id: The order id.
+        line: The order line number.
+        new_product_id: The product to send instead, e.g. "P0123".
+    """
+    order = _order(db, order_id)
+    _within_return_window(order)
+    item = _line(db, order_id, line)
+    if item["status"] != "ordered":
+        raise ToolError(f"line {line} of order {order_id} is already {item['status']}")
+    old = db.one("SELECT * FROM products WHERE id = ?", item["product_id"])
+    new = db.one("SELECT * FROM products WHERE id = ?", new_product_id)
+    if new is None:
+        raise ToolError(f"product {new_product_id} not found")
+    if new["category"] != old["category"]:
+        raise ToolError(f"{new_product_id} is in {new['category']}, not {old['category']}")
+    if new["stock"] < item["quantity"]:
+        raise ToolError(f"{new_product_id} has only {new['stock']} in stock")
+    db.run("UPDATE order_items SET product_id = ?, status = 'exchanged' WHERE order_id = ? AND line = ?",
+           new_product_id, order_id, line)
+    db.run("UPDATE products SET stock = stock - ? WHERE id = ?", item["quantity"], new_product_id)
+    return {"order_id": order_id, "line": line, "new_product_id": new_product_id,
+            "price_difference": round((new["price"] - item["unit_price"]) * item["quantity"], 2)}
+
+
+@tool(writes=True)
+def transfer_to_human(db: Db, summary: str, customer_id: str | None = None,
+                      order_id: str | None = None) -> dict:
+    """Hand the case to a human agent, with a summary of what the customer needs and why.
+
+    Args:
+        summary: What the customer asked for and why you cannot do it.
+        customer_id: The customer id, if known.
+        order_id: The order concerned, if any.
+    """
+    escalation_id = _next_id(db, "escalations", "E", 5)
+    db.run("INSERT INTO escalations VALUES (?, ?, ?, ?, ?)", escalation_id, customer_id, order_id,
+           summary, db.now)
+    return {"escalation_id": escalation_id, "message": "A human agent will follow up."}

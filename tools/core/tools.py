@@ -1,0 +1,157 @@
+"""Domain tools: typed Python functions whose signature and docstring are the tool's JSON schema.
+
+    @tool(writes=True)
+    def cancel_order(db: Db, order_id: str, reason: Literal["no_longer_needed", "mistake"]) -> dict:
+        '''Cancel a pending order.
+
+        Args:
+            order_id: The order id, such as "W1042".
+            reason: Why the customer cancels.
+        '''
+
+The first parameter is the episode's database handle (`Db`); the others are the tool's arguments.
+A tool raises ToolError for anything the agent should be told ("order W1 is already shipped").
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sqlite3
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+
+class ToolError(Exception):
+    """Raised by a tool to tell the agent why its call did not work."""
+
+
+class Db:
+    """The only handle a tool gets: parameterized SQL on its own episode's database."""
+
+    def __init__(self, conn: sqlite3.Connection, now: str):
+        self._conn = conn
+        self.now = now  # the domain's fixed clock, so replays are deterministic
+
+    def all(self, sql: str, *params: Any) -> list[dict[str, Any]]:
+        cur = self._conn.execute(sql, params)
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, row)) for row in cur]
+
+    def one(self, sql: str, *params: Any) -> dict[str, Any] | None:
+        cur = self._conn.execute(sql, params)
+        row = cur.fetchone()
+        return None if row is None else dict(zip([d[0] for d in cur.description], row))
+
+    def value(self, sql: str, *params: Any) -> Any:
+        row = self._conn.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    def run(self, sql: str, *params: Any) -> int:
+        """Execute a write; returns the number of rows changed."""
+        return self._conn.execute(sql, params).rowcount
+
+
+_JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
+                               dict: "object", list: "array"}
+
+
+def json_schema_of(annotation: Any) -> dict[str, Any]:
+    """JSON Schema for a type hint: str, int, float, bool, list[X], dict, Literal[...], X | None."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if annotation in _JSON_TYPES:
+        return {"type": _JSON_TYPES[annotation]}
+    if origin is Literal:
+        values = list(args)
+        return {"type": _JSON_TYPES[type(values[0])], "enum": values}
+    if origin in (list, tuple) or annotation is list:
+        return {"type": "array", "items": json_schema_of(args[0])} if args else {"type": "array"}
+    if origin is dict:
+        return {"type": "object"}
+    if origin in (typing.Union, types.UnionType):
+        options = [json_schema_of(a) for a in args if a is not type(None)]
+        schema = options[0] if len(options) == 1 else {"anyOf": options}
+        if type(None) in args:
+            schema = {"anyOf": [schema, {"type": "null"}]}
+        return schema
+    raise TypeError(f"unsupported tool argument type {annotation!r}; use str, int, float, bool, "
+                    "list[...], dict, Literal[...] or X | None")
+
+
+def _docstring_parts(doc: str) -> tuple[str, dict[str, str]]:
+    """(description, {arg: description}) from a Google-style docstring."""
+    doc = inspect.cleandoc(doc or "")
+    head, _, args_block = doc.partition("\nArgs:\n")
+    args_block = re.split(r"\n(?:Returns|Raises|Examples?):", args_block)[0]
+    described: dict[str, str] = {}
+    current = None
+    for line in args_block.splitlines():
+        m = re.match(r"\s{2,}(\w+)(?:\s*\([^)]*\))?:\s*(.*)", line)
+        if m and (len(line) - len(line.lstrip())) <= 4:
+            current = m.group(1)
+            described[current] = m.group(2).strip()
+        elif current and line.strip():
+            described[current] += " " + line.strip()
+    return " ".join(head.split()), described
+
+
+@dataclass
+class Tool:
+    name: str
+    fn: Callable[..., Any]
+    writes: bool
+    schema: dict[str, Any]  # OpenAI function-tool spec: {"type": "function", "function": {...}}
+    _validator: Draft202012Validator
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return self.schema["function"]["parameters"]
+
+    def argument_problem(self, args: Any) -> str | None:
+        if self._validator.is_valid(args):
+            return None
+        error = best_match(self._validator.iter_errors(args))
+        where = ".".join(str(p) for p in error.absolute_path)
+        return f"{where + ': ' if where else ''}{error.message}"
+
+
+def make_tool(fn: Callable[..., Any], writes: bool) -> Tool:
+    description, arg_docs = _docstring_parts(fn.__doc__ or "")
+    if not description:
+        raise TypeError(f"tool {fn.__name__} needs a docstring: it is the agent's description")
+    hints = typing.get_type_hints(fn)
+    params = list(inspect.signature(fn).parameters.values())[1:]  # first is the Db handle
+    properties, required = {}, []
+    for p in params:
+        if p.name not in hints:
+            raise TypeError(f"tool {fn.__name__}: argument {p.name!r} needs a type hint")
+        prop = json_schema_of(hints[p.name])
+        if p.name in arg_docs:
+            prop["description"] = arg_docs[p.name]
+        if p.default is inspect.Parameter.empty:
+            required.append(p.name)
+        else:
+            prop["default"] = p.default
+        properties[p.name] = prop
+    parameters = {"type": "object", "properties": properties, "required": required,
+                  "additionalProperties": False}
+    schema = {"type": "function",
+              "function": {"name": fn.__name__, "description": description, "parameters": parameters}}
+    return Tool(fn.__name__, fn, writes, schema, Draft202012Validator(parameters))
+
+
+def tool(fn: Callable[..., Any] | None = None, *, writes: bool = False):
+    """Mark a domain function as a tool; `writes=True` for tools that change the database."""
+
+    def mark(f: Callable[..., Any]) -> Callable[..., Any]:
+        f.__endstate_tool__ = make_tool(f, writes)
+        return f
+
+    return mark(fn) if fn is not None else mark

@@ -1,0 +1,215 @@
+"""Check kinds: each reads the terminal state (read-only) and the transcript and says pass or fail
+with a detail a person can act on, e.g. `orders[W1042].status: expected 'cancelled', got 'pending'`.
+
+A check that cannot be evaluated (unknown table, broken SQL, missing python check) is a bug in the
+task, not in the agent: it raises TaskError instead of scoring 0.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from endstate.core.domain import Domain, Table
+from endstate.core.errors import EndstateError
+from endstate.core.sandbox import Changes, key_text
+from endstate.grade import match
+from endstate.grade.judge import Judge
+
+
+class TaskError(EndstateError):
+    """A task whose checks cannot be evaluated as written."""
+
+
+@dataclass
+class Context:
+    domain: Domain
+    task: dict[str, Any]
+    conn: sqlite3.Connection  # the terminal state, read-only
+    changes: Changes
+    messages: list[dict[str, Any]]
+    gold_changes: Callable[[], Changes]  # replays the task's gold on demand (cached by the caller)
+    judge: Judge | None
+
+
+Outcome = tuple[bool, str]
+
+
+def _table(ctx: Context, name: str, columns: list[str] = ()) -> Table:
+    t = ctx.domain.tables.get(name)
+    if t is None:
+        raise TaskError(f"unknown table {name!r}; tables: {', '.join(ctx.domain.tables)}")
+    unknown = [c for c in columns if c not in t.columns]
+    if unknown:
+        raise TaskError(f"table {name} has no column(s) {unknown}; columns: {', '.join(t.columns)}")
+    return t
+
+
+def rows_where(ctx: Context, table: str, where: dict[str, Any] | None) -> list[dict[str, Any]]:
+    where = where or {}
+    t = _table(ctx, table, list(where))
+    literal = match.literal_filters(where)
+    sql = f'SELECT * FROM "{t.name}"'
+    if literal:
+        sql += " WHERE " + " AND ".join(f'"{c}" IS ?' for c in literal)
+    cur = ctx.conn.execute(sql, list(literal.values()))
+    rows = [dict(zip(t.columns, r)) for r in cur]
+    return [r for r in rows if all(match.matches(test, r[c]) for c, test in where.items())]
+
+
+def _name(t: Table, row: dict[str, Any]) -> str:
+    return f"{t.name}[{key_text({c: row[c] for c in t.key})}]"
+
+
+def check_row(check: dict, ctx: Context) -> Outcome:
+    t = _table(ctx, check["table"], list(check["expect"]))
+    rows = rows_where(ctx, check["table"], check["where"])
+    if len(rows) != 1:
+        found = "no row" if not rows else f"{len(rows)} rows (make `where` identify one row)"
+        return False, f"{t.name} where {match.describe_where(check['where'])}: expected one row, found {found}"
+    row = rows[0]
+    wrong = [f"{_name(t, row)}.{c}: expected {match.describe(test)}, got {row[c]!r}"
+             for c, test in check["expect"].items() if not match.matches(test, row[c])]
+    if wrong:
+        return False, "; ".join(wrong)
+    return True, f"{_name(t, row)}: " + ", ".join(f"{c}={row[c]!r}" for c in check["expect"])
+
+
+def check_absent(check: dict, ctx: Context) -> Outcome:
+    t = _table(ctx, check["table"])
+    rows = rows_where(ctx, check["table"], check["where"])
+    what = f"{t.name} where {match.describe_where(check['where'])}"
+    if rows:
+        names = ", ".join(_name(t, r) for r in rows[:3]) + (" …" if len(rows) > 3 else "")
+        return False, f"{what}: expected no row, found {len(rows)}: {names}"
+    return True, f"{what}: no row"
+
+
+def check_count(check: dict, ctx: Context) -> Outcome:
+    rows = rows_where(ctx, check["table"], check.get("where"))
+    what = check["table"] + (f" where {match.describe_where(check['where'])}" if check.get("where") else "")
+    ok = match.matches(check["expect"], len(rows))
+    return ok, f"{what}: expected {match.describe(check['expect'])} row(s), got {len(rows)}"
+
+
+def check_sql(check: dict, ctx: Context) -> Outcome:
+    try:
+        rows = [list(r) for r in ctx.conn.execute(check["query"], check.get("params", []))]
+    except sqlite3.DatabaseError as e:
+        raise TaskError(f"query failed: {e} (checks run read-only: SELECT only)") from None
+    expect = check["expect"]
+    if isinstance(expect, list):
+        return rows == expect, f"query returned {rows!r}, expected {expect!r}"
+    actual = rows[0][0] if rows else None
+    return match.matches(expect, actual), f"query returned {actual!r}, expected {match.describe(expect)}"
+
+
+# -- side effects -----------------------------------------------------------------------------
+
+def _ignored(check: dict) -> Callable[[str, str], bool]:
+    spec = set(check.get("ignore_columns", []))
+    return lambda table, col: col in spec or f"{table}.{col}" in spec
+
+
+def changed_rows(ctx: Context, changes: Changes, ignore: Callable[[str, str], bool]):
+    """(table, kind, key, full row, changed columns) for each change that is not only in ignored
+    columns. The full row is the current one (deleted rows: the one that was there)."""
+    for table, entry in changes.items():
+        t = _table(ctx, table)
+        for e in entry.get("inserted", []):
+            yield t, "inserted", e["key"], e["row"], {c: (None, v) for c, v in e["row"].items()}
+        for e in entry.get("deleted", []):
+            yield t, "deleted", e["key"], e["row"], {c: (v, None) for c, v in e["row"].items()}
+        for e in entry.get("updated", []):
+            cols = {c: (e["before"][c], v) for c, v in e["after"].items() if not ignore(table, c)}
+            if cols:
+                row = rows_where(ctx, table, {c: v for c, v in e["key"].items()})
+                yield t, "updated", e["key"], (row[0] if row else e["after"]), cols
+
+
+def _describe_change(t: Table, kind: str, key: dict, cols: dict) -> str:
+    name = f"{t.name}[{key_text(key)}] {kind}"
+    if kind == "updated":
+        return name + " (" + ", ".join(f"{c}: {b!r} → {a!r}" for c, (b, a) in cols.items()) + ")"
+    return name
+
+
+def check_only_changes(check: dict, ctx: Context) -> Outcome:
+    changes = list(changed_rows(ctx, ctx.changes, _ignored(check)))
+    claimed = [0] * len(changes)
+    problems = []
+    for allow in check["allow"]:
+        _table(ctx, allow["table"], list(allow.get("where", {})))
+        hits = [i for i, (t, _, _, row, _) in enumerate(changes) if t.name == allow["table"]
+                and all(match.matches(test, row.get(c)) for c, test in allow.get("where", {}).items())]
+        want = allow.get("count", 1)
+        if len(hits) != want:
+            where = f" where {match.describe_where(allow['where'])}" if allow.get("where") else ""
+            problems.append(f"expected {want} change(s) in {allow['table']}{where}, found {len(hits)}")
+        for i in hits:
+            claimed[i] += 1
+    extra = [_describe_change(t, kind, key, cols)
+             for (t, kind, key, _, cols), n in zip(changes, claimed) if n == 0]
+    problems += [f"unexpected change: {e}" for e in extra]
+    if problems:
+        return False, "; ".join(problems)
+    return True, f"{len(changes)} change(s), all expected"
+
+
+def _terminal(ctx: Context, changes: Changes, ignore) -> dict[tuple[str, str], Any]:
+    return {(t.name, key_text(key)): ("deleted" if kind == "deleted" else
+                                      {c: a for c, (_, a) in cols.items() if not ignore(t.name, c)})
+            for t, kind, key, _, cols in changed_rows(ctx, changes, ignore)}
+
+
+def check_gold_state(check: dict, ctx: Context) -> Outcome:
+    ignore = _ignored(check)
+    mine, gold = _terminal(ctx, ctx.changes, ignore), _terminal(ctx, ctx.gold_changes(), ignore)
+    diffs = []
+    for where in sorted(mine.keys() | gold.keys()):
+        a, b = mine.get(where, "unchanged"), gold.get(where, "unchanged")
+        if a != b:
+            diffs.append(f"{where[0]}[{where[1]}]: gold leaves {b!r}, episode leaves {a!r}")
+    if diffs:
+        more = f" (+{len(diffs) - 3} more)" if len(diffs) > 3 else ""
+        return False, "terminal state differs from gold: " + "; ".join(diffs[:3]) + more
+    return True, f"terminal state equals gold ({len(gold)} changed row(s))"
+
+
+# -- the transcript ---------------------------------------------------------------------------
+
+def check_said(check: dict, ctx: Context) -> Outcome:
+    value = check["value"]
+    options = value["any_of"] if isinstance(value, dict) else [value]
+    text = match.visible_assistant_text(ctx.messages)
+    for v in options:
+        if match.said(v, text):
+            return True, f"the agent said {v!r}"
+    return False, "the agent never told the user " + " or ".join(map(repr, options))
+
+
+def check_python(check: dict, ctx: Context) -> Outcome:
+    module = ctx.domain.checks_module
+    fn = getattr(module, check["name"], None) if module else None
+    if fn is None or check["name"].startswith("_"):
+        raise TaskError(f"no python check {check['name']!r} in {ctx.domain.path}/checks.py")
+    result = fn(ctx.conn, ctx.messages, **check.get("params", {}))
+    passed, detail = result if isinstance(result, tuple) else (result, "")
+    return bool(passed), detail or f"{check['name']}: {'passed' if passed else 'failed'}"
+
+
+def check_judge(check: dict, ctx: Context) -> Outcome:
+    if ctx.judge is None:
+        raise TaskError("this task has a judge check: pass --judge-model and --judge-base-url "
+                        "(or set ENDSTATE_JUDGE_MODEL and ENDSTATE_JUDGE_BASE_URL)")
+    verdict = ctx.judge.ask(ctx.messages, check["question"])
+    return verdict, f"judge {ctx.judge.model} answered {'YES' if verdict else 'NO'}: {check['question']}"
+
+
+KINDS: dict[str, Callable[[dict, Context], Outcome]] = {
+    "row": check_row, "absent": check_absent, "count": check_count, "sql": check_sql,
+    "only_changes": check_only_changes, "gold_state": check_gold_state, "said": check_said,
+    "python": check_python, "judge": check_judge,
+}

@@ -1,0 +1,138 @@
+"""grade: turn episodes' database end states into rewards, and prove tasks sound."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from endstate.core.cli import domains_option, env_domain_dirs, run, skip_invalid_option, verbose_option
+from endstate.core.domain import Domains
+from endstate.core.errors import EndstateError, ExitCode
+from endstate.core.records import SkipLog, fail, read_jsonl, write_jsonl
+from endstate.grade.grader import Grader, TaskIndex, builtin_task_files
+from endstate.grade.judge import Judge
+from endstate.grade.validate import validate_task
+
+
+class DefaultGroup(click.Group):
+    """`grade FILE...` means `grade score FILE...`; `grade validate ...` is the other subcommand."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args.insert(0, "score")
+        elif not args:
+            args.insert(0, "score")
+        return super().parse_args(ctx, args)
+
+
+def judge_options(fn):
+    fn = click.option("--judge-cache", type=click.Path(dir_okay=False),
+                      help="SQLite file of cached verdicts [default: ~/.cache/endstate/judge.sqlite].")(fn)
+    fn = click.option("--judge-base-url", envvar="ENDSTATE_JUDGE_BASE_URL",
+                      help="OpenAI-compatible endpoint for judge checks (env ENDSTATE_JUDGE_BASE_URL).")(fn)
+    fn = click.option("--judge-model", envvar="ENDSTATE_JUDGE_MODEL",
+                      help="Model answering judge questions (env ENDSTATE_JUDGE_MODEL).")(fn)
+    return fn
+
+
+@click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def cli():
+    """Grade episodes by the end state of their database, or validate tasks.
+
+    \b
+      grade episodes.jsonl > graded.jsonl          # same as: grade score episodes.jsonl
+      grade validate --tasks my_tasks.jsonl        # prove tasks sound
+    """
+
+
+@cli.command()
+@click.argument("episodes", nargs=-1, type=click.Path(allow_dash=True))
+@click.option("--tasks", "task_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Task definitions (JSONL, repeatable). Default: the built-in suites.")
+@domains_option
+@judge_options
+@skip_invalid_option
+@verbose_option
+def score(episodes, task_files, domain_dirs, judge_model, judge_base_url, judge_cache, skip_invalid):
+    """Emit each episode with its reward (1 if every check passes, 0 if not, null on system error).
+
+    The terminal state is rebuilt from the domain seed + the task's init + the episode's recorded
+    diff, so stored episodes can be re-graded with changed checks without re-running anything.
+    Reads EPISODES files or stdin.
+
+    \b
+    Example:
+      grade --tasks tasks/bench/retail.jsonl episodes.jsonl | jq -c '{task_id, reward}'
+    """
+    skip = SkipLog() if skip_invalid else None
+    domains = Domains([*domain_dirs, *env_domain_dirs()])
+    tasks = TaskIndex(domains, task_files)
+    grader = Grader(domains, Judge.from_options(judge_model, judge_base_url, judge_cache))
+    counts = {0: 0, 1: 0, None: 0}
+
+    def graded():
+        for loc, episode in read_jsonl(list(episodes), "episode", skip=skip):
+            task = tasks.get(episode["task_id"])
+            if task is None:
+                where = " or ".join(task_files) if task_files else "the built-in suites"
+                fail(loc, f"unknown task id {episode['task_id']!r} (not in {where}); "
+                     "pass --tasks FILE that defines it", skip)
+                continue
+            try:
+                result = grader.grade(episode, task)
+            except EndstateError as e:
+                fail(loc, e.message, skip)
+                continue
+            counts[result["reward"]] += 1
+            yield result
+
+    write_jsonl(graded())
+    if skip:
+        skip.report()
+    click.echo(f"graded {sum(counts.values())}: reward 1 ×{counts[1]}, 0 ×{counts[0]}, "
+               f"system_error ×{counts[None]}", err=True)
+
+
+@cli.command()
+@click.argument("task_files", nargs=-1, type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@domains_option
+@judge_options
+@skip_invalid_option
+@verbose_option
+def validate(task_files, domain_dirs, judge_model, judge_base_url, judge_cache, skip_invalid):
+    """Prove tasks sound: gold passes, doing nothing fails, and dropping any single writing gold
+    call fails. Emits one verdict per task; exits 1 if any task is unsound.
+
+    Without TASK_FILES, validates the built-in suites. Judge checks are exercised only when a
+    judge is configured; otherwise they are listed as unverified.
+
+    \b
+    Example:
+      grade validate tasks/bench/retail.jsonl | jq -c 'select(.sound | not)'
+    """
+    skip = SkipLog() if skip_invalid else None
+    domains = Domains([*domain_dirs, *env_domain_dirs()])
+    tasks = TaskIndex(domains, task_files or builtin_task_files(domains), skip=skip)
+    grader = Grader(domains, Judge.from_options(judge_model, judge_base_url, judge_cache))
+    unsound = []
+
+    def verdicts():
+        for task in tasks:
+            verdict = validate_task(grader, task)
+            if not verdict["sound"]:
+                unsound.append(verdict)
+            yield verdict
+
+    n = write_jsonl(verdicts())
+    if skip:
+        skip.report()
+    for v in unsound:
+        click.echo(f"{tasks.where[v['task_id']]}: task {v['task_id']} is unsound: "
+                   + "; ".join(v["problems"]), err=True)
+    click.echo(f"validated {n} task(s): {n - len(unsound)} sound, {len(unsound)} unsound", err=True)
+    if unsound or (skip and skip.entries):
+        sys.exit(ExitCode.FAILED)
+
+
+main = run(cli)

@@ -1,0 +1,101 @@
+"""Value tests used by checks: a literal means equality; operators are one-key objects.
+
+    "cancelled"                      equals
+    {"equals": 3}                    equals (for values that look like operators)
+    {"any_of": ["a", "b"]}           one of
+    {"approx": 12.5, "tol": 0.01}    |actual - 12.5| <= tol (default 1e-6)
+    {"is_null": true}                actual is (not) NULL
+    {"not": <test>}                  the negation of any test
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+OPERATORS = ("equals", "any_of", "approx", "is_null", "not")
+
+
+def _is_operator(test: Any) -> bool:
+    return isinstance(test, dict) and len(test.keys() & set(OPERATORS)) == 1
+
+
+def matches(test: Any, actual: Any) -> bool:
+    if not _is_operator(test):
+        return _equal(test, actual)
+    if "equals" in test:
+        return _equal(test["equals"], actual)
+    if "any_of" in test:
+        return any(_equal(v, actual) for v in test["any_of"])
+    if "approx" in test:
+        return (isinstance(actual, (int, float)) and not isinstance(actual, bool)
+                and abs(actual - test["approx"]) <= test.get("tol", 1e-6))
+    if "is_null" in test:
+        return (actual is None) == bool(test["is_null"])
+    return not matches(test["not"], actual)
+
+
+def _equal(expected: Any, actual: Any) -> bool:
+    # True == 1 in Python; a check that expects true must not pass on the integer 1 by accident
+    # unless the column stores booleans as integers, which SQLite does: compare as stored.
+    if isinstance(expected, bool) and isinstance(actual, int):
+        return int(expected) == actual
+    return expected == actual
+
+
+def describe(test: Any) -> str:
+    """How a test reads in a detail line."""
+    if not _is_operator(test):
+        return repr(test)
+    if "equals" in test:
+        return repr(test["equals"])
+    if "any_of" in test:
+        return "one of " + ", ".join(map(repr, test["any_of"]))
+    if "approx" in test:
+        return f"{test['approx']!r} ± {test.get('tol', 1e-6)}"
+    if "is_null" in test:
+        return "NULL" if test["is_null"] else "not NULL"
+    return "not " + describe(test["not"])
+
+
+def literal_filters(where: dict[str, Any]) -> dict[str, Any]:
+    """The equality conditions of a `where`, which SQL can use (the rest is filtered in Python)."""
+    out = {}
+    for col, test in where.items():
+        if not _is_operator(test):
+            out[col] = test
+        elif "equals" in test:
+            out[col] = test["equals"]
+    return out
+
+
+def describe_where(where: dict[str, Any]) -> str:
+    return ", ".join(f"{c}={describe(t)}" for c, t in where.items())
+
+
+# -- what the agent said --------------------------------------------------------------------
+
+_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S | re.I)
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def normalize_text(text: str) -> str:
+    """Casefold, drop thousands separators and currency signs, collapse whitespace."""
+    text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text.casefold())
+    text = text.replace("$", "").replace("€", "").replace("£", "")
+    return " ".join(text.split())
+
+
+def said(value: str | int | float, text: str) -> bool:
+    """Whether normalized `text` contains `value`: a number matches any numeral equal to it
+    within half a cent; a string matches as a normalized substring."""
+    norm = normalize_text(text)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return any(abs(float(n) - value) < 0.005 for n in _NUMBER.findall(norm))
+    return normalize_text(value) in norm
+
+
+def visible_assistant_text(messages: list[dict[str, Any]]) -> str:
+    """What the agent told the user: assistant content without reasoning."""
+    parts = [m.get("content") or "" for m in messages if m.get("role") == "assistant"]
+    return "\n".join(_THINK.sub("", p) for p in parts)

@@ -1,0 +1,60 @@
+"""`grade validate`: prove a task sound before anyone trains or evaluates on it.
+
+Sound means: the gold trajectory scores 1, doing nothing scores 0, and dropping any single writing
+gold call scores 0 (every write is covered by some check; the uncovered ones are reported).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from endstate.core.episode import failed_calls, replay
+from endstate.core.errors import EndstateError
+from endstate.grade.grader import Grader, reward
+
+
+def _score(grader: Grader, task: dict[str, Any], steps: list[dict[str, Any]]):
+    episode = replay(grader.domains[task["domain"]], task, steps)
+    results = grader.check(task, episode["changes"], episode["messages"], judge_optional=True)
+    return episode, results
+
+
+def validate_task(grader: Grader, task: dict[str, Any]) -> dict[str, Any]:
+    verdict: dict[str, Any] = {"task_id": task["id"], "domain": task["domain"], "sound": False,
+                               "gold_reward": None, "empty_reward": None, "uncovered_calls": [],
+                               "unverified_checks": [], "problems": []}
+    problems = verdict["problems"]
+    try:
+        domain = grader.domains[task["domain"]]
+        gold = task.get("gold", [])
+        unknown = sorted({s["tool"] for s in gold if "tool" in s} - set(domain.tools))
+        if unknown:
+            problems.append(f"gold uses unknown tool(s) {unknown}")
+            return verdict
+        gold_episode, results = _score(grader, task, gold)
+        problems += [f"gold call failed: {e}" for e in failed_calls(gold_episode)]
+        verdict["gold_reward"] = reward(results)
+        verdict["unverified_checks"] = [r["id"] for r in results if r["passed"] is None]
+        if not verdict["gold_reward"]:
+            problems += [f"gold fails check {r['id']}: {r['detail']}" for r in results if r["passed"] is False]
+        _, results = _score(grader, task, [])
+        verdict["empty_reward"] = reward(results)
+        if verdict["empty_reward"]:
+            problems.append("doing nothing passes every check: add a check on the intended outcome")
+        for i, step in enumerate(gold):
+            if "tool" not in step or not domain.tools[step["tool"]].writes:
+                continue
+            _, results = _score(grader, task, gold[:i] + gold[i + 1:])
+            if reward(results):
+                verdict["uncovered_calls"].append({"index": i, "tool": step["tool"], "args": step["args"]})
+        if verdict["uncovered_calls"]:
+            problems += [f"no check notices when gold call #{c['index']} {c['tool']}"
+                         f"({_args(c['args'])}) is left out" for c in verdict["uncovered_calls"]]
+    except EndstateError as e:
+        problems.append(e.message)
+    verdict["sound"] = not problems
+    return verdict
+
+
+def _args(args: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in args.items())
