@@ -16,9 +16,10 @@ RETURN_WINDOW_DAYS = 30
 
 
 def _next_id(db: Db, table: str, prefix: str, width: int) -> str:
-    """Sequential ids (RT00042) so replays of the same calls produce the same rows."""
-    n = db.value(f"SELECT MAX(CAST(SUBSTR(id, {len(prefix) + 1}) AS INTEGER)) FROM {table}") or 0
-    return f"{prefix}{n + 1:0{width}d}"
+    """Sequential ids (RT00042) so replays of the same calls produce the same rows. Ids have a fixed
+    width, so the largest one in text order (a primary-key index lookup) has the largest number."""
+    last = db.value(f"SELECT id FROM {table} WHERE id LIKE ? ORDER BY id DESC LIMIT 1", prefix + "%")
+    return f"{prefix}{int(last[len(prefix):]) + 1 if last else 1:0{width}d}"
 
 
 def _order(db: Db, order_id: str) -> dict:

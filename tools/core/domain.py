@@ -11,6 +11,7 @@ import hashlib
 import importlib.util
 import os
 import random
+from collections import OrderedDict
 import sqlite3
 import tempfile
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ from endstate import DOMAINS_DIR
 from endstate.core.errors import EndstateError
 from endstate.core.tools import Tool
 
-SEED_FORMAT = "1"  # bump when the cached seed layout (change-log tables) changes
+SEED_FORMAT = "2"  # bump when the cached seed layout (change-log tables) changes
 DEFAULT_NOW = "2026-01-15T12:00:00"
 LOG_PREFIX = "_endstate_"
 REQUIRED_FILES = ("schema.sql", "seed.py", "tools.py")
@@ -60,6 +61,8 @@ class Domain:
     name: str
     path: Path
     _seed: tuple[bytes, str] | None = field(default=None, repr=False)
+    # seed + init per task, serialized; filled and bounded by sandbox.initial_state
+    initial_states: OrderedDict[bytes, bytes] = field(default_factory=OrderedDict, repr=False)
 
     @cached_property
     def tools_module(self) -> ModuleType:
@@ -171,6 +174,10 @@ def shadow(table: str) -> str:
     return f"{LOG_PREFIX}before_{table}"
 
 
+def _quoted(columns) -> str:
+    return ", ".join(f'"{c}"' for c in columns)
+
+
 def install_change_log(conn: sqlite3.Connection, tables: dict[str, Table]) -> None:
     """Triggers that save each row's state the first time it is touched, into a shadow table.
 
@@ -178,14 +185,19 @@ def install_change_log(conn: sqlite3.Connection, tables: dict[str, Table]) -> No
     ever read, so the cost is proportional to what the agent changed, not to the database size.
     """
     for t in tables.values():
-        cols = ", ".join(f'"{c}"' for c in t.columns)
-        key = ", ".join(f'"{c}"' for c in t.key)
-        conn.execute(f'CREATE TABLE "{shadow(t.name)}" ({cols}, "{LOG_PREFIX}existed" INTEGER, '
-                     f"PRIMARY KEY ({key}))")
-        old = ", ".join(f'OLD."{c}"' for c in t.columns)
-        new_key = ", ".join(f'NEW."{c}"' for c in t.key)
-        save_old = f'INSERT OR IGNORE INTO "{shadow(t.name)}" ({cols}, "{LOG_PREFIX}existed") VALUES ({old}, 1);'
-        note_new = f'INSERT OR IGNORE INTO "{shadow(t.name)}" ({key}, "{LOG_PREFIX}existed") VALUES ({new_key}, 0);'
+        log = shadow(t.name)
+        conn.execute(f'CREATE TABLE "{log}" ({_quoted(t.columns)}, "{LOG_PREFIX}existed" INTEGER, '
+                     f"PRIMARY KEY ({_quoted(t.key)}))")
+
+        # NOT EXISTS, not INSERT OR IGNORE: an outer UPSERT or OR REPLACE overrides a trigger's
+        # conflict clause. Only the first touch of a row is saved: that is its state before.
+        def save(ref: str, cols: tuple[str, ...], existed: int) -> str:
+            values = ", ".join(f'{ref}."{c}"' for c in cols)
+            first = " AND ".join(f'"{c}" IS {ref}."{c}"' for c in t.key)
+            return (f'INSERT INTO "{log}" ({_quoted(cols)}, "{LOG_PREFIX}existed") '
+                    f'SELECT {values}, {existed} WHERE NOT EXISTS (SELECT 1 FROM "{log}" WHERE {first});')
+
+        save_old, note_new = save("OLD", t.columns, 1), save("NEW", t.key, 0)
         conn.execute(f'CREATE TRIGGER "{LOG_PREFIX}ins_{t.name}" AFTER INSERT ON "{t.name}" '
                      f"BEGIN {note_new} END")
         conn.execute(f'CREATE TRIGGER "{LOG_PREFIX}upd_{t.name}" AFTER UPDATE ON "{t.name}" '

@@ -7,6 +7,7 @@ stored episodes without re-running them.
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ _ALWAYS_DENIED = {
 
 def _tools_authorizer(action, arg1, arg2, dbname, trigger):
     """The agent-facing connection: reads and writes of domain tables, nothing structural."""
+    if action == sqlite3.SQLITE_READ:
+        return sqlite3.SQLITE_OK
     if action in _ALWAYS_DENIED:
         return sqlite3.SQLITE_DENY
     if action == sqlite3.SQLITE_PRAGMA:
@@ -84,18 +87,92 @@ def _sets(columns) -> str:
     return ", ".join(f'"{c}" = ?' for c in columns)
 
 
+def table_of(domain: Domain, name: str, what: str) -> Table:
+    try:
+        return domain.tables[name]
+    except KeyError:
+        raise EndstateError(f"{what}: unknown table {name!r} in domain {domain.name}; "
+                            f"tables: {', '.join(domain.tables)}") from None
+
+
+INITIAL_STATES_KEPT = 32  # serialized seed + init per task: a GRPO group provisions the same one 8x
+
+
+def initial_state(domain: Domain, init: Mapping[str, list[Row]] | None, change_log: bool = True) -> bytes:
+    """Serialized seed + the task's `init`, built once per task and kept (LRU) for reuse.
+
+    Without `change_log` the triggers are dropped: the grader needs no diff, and the triggers are
+    a third of the schema SQLite parses when a connection first touches the database.
+    """
+    seed_bytes = domain.seed()[0]
+    if not init and change_log:
+        return seed_bytes
+    key = hashlib.sha256(orjson.dumps([init, change_log], option=orjson.OPT_SORT_KEYS)).digest()
+    cache = domain.initial_states
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.deserialize(seed_bytes)
+    conn.execute("BEGIN")
+    try:
+        for table, rows in (init or {}).items():
+            t = table_of(domain, table, "init")
+            for row in rows:
+                _upsert(conn, t, row)
+            # The diff starts after init: forget what init touched.
+            conn.execute(f'DELETE FROM "{shadow(table)}"')
+        if not change_log:
+            for (trigger,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' "
+                                           "AND name LIKE ?", (LOG_PREFIX + "%",)).fetchall():
+                conn.execute(f'DROP TRIGGER "{trigger}"')
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    cache[key] = conn.serialize()
+    conn.close()
+    if len(cache) > INITIAL_STATES_KEPT:
+        cache.popitem(last=False)
+    return cache[key]
+
+
+def _upsert(conn: sqlite3.Connection, t: Table, row: Row) -> None:
+    """Update the row with this key if there is one, else insert it."""
+    unknown = set(row) - set(t.columns)
+    if unknown:
+        raise EndstateError(f"init row for {t.name} has unknown column(s) {sorted(unknown)}; "
+                            f"columns: {', '.join(t.columns)}")
+    missing = [c for c in t.key if c not in row]
+    if missing:
+        raise EndstateError(f"init row for {t.name} lacks its key column(s) {missing}")
+    updates = [c for c in row if c not in t.key]
+    try:
+        changed = updates and conn.execute(
+            f'UPDATE "{t.name}" SET {_sets(updates)} WHERE {_where(t.key)}',
+            [*(row[c] for c in updates), *(row[c] for c in t.key)]).rowcount
+        if not changed:
+            conn.execute(f'INSERT INTO "{t.name}" ({_cols(row)}) VALUES ({", ".join("?" * len(row))})',
+                         list(row.values()))
+    except sqlite3.DatabaseError as e:
+        raise EndstateError(f"init row for {t.name}[{key_text({c: row[c] for c in t.key})}]: "
+                            f"{e}; a new row needs every required column") from None
+
+
 class Sandbox:
     """A fresh database for one episode (or for rebuilding one, in grade)."""
 
     def __init__(self, domain: Domain, init: Mapping[str, list[Row]] | None = None,
-                 allowed_tools: list[str] | None = None):
+                 allowed_tools: list[str] | None = None, *, change_log: bool = True):
         self.domain = domain
-        seed_bytes, self.seed_digest = domain.seed()
+        self.seed_digest = domain.seed()[1]
         self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        self.conn.deserialize(seed_bytes)
+        self.conn.deserialize(initial_state(domain, init, change_log))
+        # OR REPLACE deletes the row it replaces; only with recursive triggers does that delete
+        # reach the change log.
+        self.conn.execute("PRAGMA recursive_triggers = ON")
+        self.change_log = change_log
         self.tables: dict[str, Table] = domain.tables
-        if init:
-            self._apply_init(init)
         self.tools = {n: t for n, t in domain.tools.items()
                       if allowed_tools is None or n in allowed_tools}
         unknown = set(allowed_tools or ()) - set(domain.tools)
@@ -104,49 +181,6 @@ class Sandbox:
         self.conn.set_authorizer(_tools_authorizer)
         self.db = Db(self.conn, domain.now)
         self._query_only = False
-
-    # -- setup ------------------------------------------------------------------------------
-
-    def _apply_init(self, init: Mapping[str, list[Row]]) -> None:
-        """Upsert the task's rows, then forget them in the change log: the diff starts here."""
-        self.conn.execute("BEGIN")
-        try:
-            for table, rows in init.items():
-                t = self._table(table, "init")
-                for row in rows:
-                    self._upsert(t, row)
-                self.conn.execute(f'DELETE FROM "{shadow(table)}"')
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
-
-    def _upsert(self, t: Table, row: Row) -> None:
-        unknown = set(row) - set(t.columns)
-        if unknown:
-            raise EndstateError(f"init row for {t.name} has unknown column(s) {sorted(unknown)}; "
-                                f"columns: {', '.join(t.columns)}")
-        missing = [c for c in t.key if c not in row]
-        if missing:
-            raise EndstateError(f"init row for {t.name} lacks its key column(s) {missing}")
-        updates = [c for c in row if c not in t.key]
-        try:
-            changed = updates and self.conn.execute(
-                f'UPDATE "{t.name}" SET {_sets(updates)} WHERE {_where(t.key)}',
-                [*(row[c] for c in updates), *(row[c] for c in t.key)]).rowcount
-            if not changed:
-                self.conn.execute(f'INSERT INTO "{t.name}" ({_cols(row)}) '
-                                  f'VALUES ({", ".join("?" * len(row))})', list(row.values()))
-        except sqlite3.DatabaseError as e:
-            raise EndstateError(f"init row for {t.name}[{key_text({c: row[c] for c in t.key})}]: "
-                                f"{e}; a new row needs every required column") from None
-
-    def _table(self, name: str, what: str) -> Table:
-        try:
-            return self.tables[name]
-        except KeyError:
-            raise EndstateError(f"{what}: unknown table {name!r} in domain {self.domain.name}; "
-                                f"tables: {', '.join(self.tables)}") from None
 
     # -- the agent's side -------------------------------------------------------------------
 
@@ -184,8 +218,14 @@ class Sandbox:
 
     def changes(self) -> Changes:
         """Per table, the rows inserted, updated and deleted since seed + init, by primary key."""
+        if not self.change_log:
+            raise RuntimeError("this sandbox was opened without a change log")
         out: Changes = {}
-        for t in self.tables.values():
+        touched = self.conn.execute(" UNION ALL ".join(
+            f"SELECT {i} FROM (SELECT 1 FROM \"{shadow(name)}\" LIMIT 1)"
+            for i, name in enumerate(self.tables))).fetchall()
+        tables = list(self.tables.values())
+        for t in (tables[i] for (i,) in touched):
             cols = _cols(t.columns)
             saved = self.conn.execute(
                 f'SELECT {cols}, "{LOG_PREFIX}existed" FROM "{shadow(t.name)}"').fetchall()
@@ -223,7 +263,7 @@ class Sandbox:
         self.conn.execute("BEGIN")
         try:
             for table, entry in changes.items():
-                t = self._table(table, "changes")
+                t = table_of(self.domain, table, "changes")
                 for e in entry.get("deleted", []):
                     self._expect(t, e["key"], e["row"], "deleted")
                     self.conn.execute(f'DELETE FROM "{table}" WHERE {_where(e["key"])}',

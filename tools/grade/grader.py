@@ -68,7 +68,7 @@ class Grader:
         `judge_optional` and no judge, judge checks are left unanswered (passed None).
         """
         domain = self.domains[task["domain"]]
-        with Sandbox(domain, task.get("init")) as sandbox:
+        with Sandbox(domain, task.get("init"), change_log=False) as sandbox:
             sandbox.apply_changes(changes)
             ctx = Context(domain, task, sandbox.read_only(), changes, messages,
                           lambda: self.gold_changes(task), self.judge)

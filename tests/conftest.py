@@ -1,0 +1,38 @@
+"""Shared fixtures. Tests use the real retail domain (a ~5 MB SQLite seed) and real subprocesses."""
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# Seeds are cached by content digest; keep the test run's cache out of the user's home.
+os.environ.setdefault("ENDSTATE_CACHE", os.path.join(tempfile.gettempdir(), "endstate-test-cache"))
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="session")
+def domains():
+    from endstate.core.domain import Domains
+
+    return Domains()
+
+
+@pytest.fixture(scope="session")
+def tasks(domains):
+    from endstate.grade.grader import TaskIndex
+
+    return TaskIndex(domains)
+
+
+def run_tool(*args: str, input: str | bytes | None = None, env: dict | None = None,
+             cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run an installed console script as a user would, capturing text output."""
+    if isinstance(input, bytes):
+        input = input.decode()
+    return subprocess.run([str(BIN / args[0]), *args[1:]], input=input, capture_output=True,
+                          text=True, env={**os.environ, **(env or {})}, cwd=cwd, timeout=300)

@@ -1,0 +1,77 @@
+"""JSONL reading and writing: FILE:LINE errors, --skip-invalid, stdin, SIGPIPE."""
+
+import io
+
+import orjson
+import pytest
+
+from conftest import ROOT, run_tool
+from endstate.core.errors import ExitCode, InputError
+from endstate.core.records import SkipLog, read_jsonl, write_jsonl
+
+ATTEMPT = {"task_id": "t1", "attempt": 0, "reward": 1, "status": "ok"}
+
+
+def lines(*records) -> bytes:
+    return b"".join(r if isinstance(r, bytes) else orjson.dumps(r) + b"\n" for r in records)
+
+
+def test_reads_records_with_their_locations_and_skips_blank_lines(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(lines(ATTEMPT, b"\n", {**ATTEMPT, "attempt": 1}))
+    got = [(str(loc), r["attempt"]) for loc, r in read_jsonl([str(path)], "attempt")]
+    assert got == [(f"{path}:1", 0), (f"{path}:3", 1)]
+
+
+def test_malformed_line_stops_with_file_and_line(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(lines(ATTEMPT, b'{"task_id": "t2",\n'))
+    with pytest.raises(InputError) as e:
+        list(read_jsonl([str(path)], "attempt"))
+    assert e.value.message.startswith(f"{path}:2: not valid JSON")
+    assert e.value.exit_code == ExitCode.BAD_INPUT
+
+
+def test_schema_violation_and_non_object_lines(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(lines({**ATTEMPT, "status": "crashed"}))
+    with pytest.raises(InputError, match=r"a.jsonl:1: attempt record.status: 'crashed' is not one of"):
+        list(read_jsonl([str(path)], "attempt"))
+    path.write_bytes(b"[1, 2]\n")
+    with pytest.raises(InputError, match="a.jsonl:1: expected a JSON object, got list"):
+        list(read_jsonl([str(path)], None))
+
+
+def test_skip_invalid_keeps_going_and_remembers_every_skipped_line(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(lines(b"nope\n", ATTEMPT, {"task_id": "t1"}, {**ATTEMPT, "attempt": 2}))
+    skip = SkipLog()
+    got = [r["attempt"] for _, r in read_jsonl([str(path)], "attempt", skip=skip)]
+    assert got == [0, 2]
+    assert [str(loc) for loc, _ in skip.entries] == [f"{path}:1", f"{path}:3"]
+    err = io.StringIO()
+    skip.report(err)
+    assert err.getvalue().startswith("skipped 2 invalid line(s):\n")
+
+
+def test_missing_file_is_a_clear_error():
+    with pytest.raises(InputError, match="nope.jsonl: cannot open: No such file or directory"):
+        list(read_jsonl(["nope.jsonl"], None))
+
+
+def test_write_jsonl_writes_whole_lines():
+    out = io.BytesIO()
+    assert write_jsonl([{"a": 1}, {"b": [1, 2]}], out) == 2
+    assert out.getvalue() == b'{"a":1}\n{"b":[1,2]}\n'
+
+
+def test_head_closing_the_pipe_is_not_an_error():
+    """SIGPIPE is restored: `grade validate | head -1` ends quietly."""
+    import subprocess
+
+    grade = run_tool.__globals__["BIN"] / "grade"
+    p = subprocess.run(f"'{grade}' validate | head -1", shell=True, capture_output=True, text=True,
+                       cwd=ROOT)
+    assert p.returncode == 0
+    assert orjson.loads(p.stdout)["sound"] is True
+    assert "BrokenPipe" not in p.stderr and "Traceback" not in p.stderr

@@ -1,0 +1,266 @@
+"""The sandbox: fresh databases per episode, init on top of the seed, tools that cannot escape,
+and a diff that rebuilds the terminal state."""
+
+import sqlite3
+import textwrap
+
+import pytest
+
+from conftest import run_tool
+from endstate.core.domain import Domains
+from endstate.core.errors import EndstateError
+from endstate.core.sandbox import Sandbox
+
+SCHEMA = """
+CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT NOT NULL, qty INTEGER NOT NULL);
+CREATE TABLE pairs (a INTEGER, b INTEGER, v TEXT, PRIMARY KEY (a, b));
+"""
+SEED = """
+def build(db, rng):
+    db.executemany("INSERT INTO items VALUES (?, ?, ?)",
+                   [(f"I{i}", f"item {i}", rng.randint(1, 9)) for i in range(1, 4)])
+    db.execute("INSERT INTO pairs VALUES (1, 1, 'x')")
+"""
+TOOLS = '''
+from endstate.core.tools import Db, ToolError, tool
+
+@tool
+def get_item(db: Db, item_id: str) -> dict:
+    """Get an item."""
+    row = db.one("SELECT * FROM items WHERE id = ?", item_id)
+    if row is None:
+        raise ToolError(f"no item {item_id}")
+    return row
+
+@tool(writes=True)
+def set_qty(db: Db, item_id: str, qty: int) -> dict:
+    """Set the quantity."""
+    db.run("UPDATE items SET qty = ? WHERE id = ?", qty, item_id)
+    return {"ok": True}
+
+@tool(writes=True)
+def add_item(db: Db, item_id: str, name: str) -> dict:
+    """Add an item."""
+    db.run("INSERT INTO items VALUES (?, ?, 0)", item_id, name)
+    return {"ok": True}
+
+@tool(writes=True)
+def delete_item(db: Db, item_id: str) -> dict:
+    """Delete an item."""
+    db.run("DELETE FROM items WHERE id = ?", item_id)
+    return {"ok": True}
+
+@tool(writes=True)
+def rename_key(db: Db, item_id: str, new_id: str) -> dict:
+    """Change an item's id."""
+    db.run("UPDATE items SET id = ? WHERE id = ?", new_id, item_id)
+    return {"ok": True}
+
+@tool(writes=True)
+def set_pair(db: Db, a: int, b: int, v: str) -> dict:
+    """Set a pair."""
+    db.run("INSERT INTO pairs VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET v = excluded.v", a, b, v)
+    return {"ok": True}
+
+@tool
+def sneaky_read(db: Db, item_id: str) -> dict:
+    """A read tool with a bug: it writes."""
+    db.run("UPDATE items SET qty = 0 WHERE id = ?", item_id)
+    return {}
+
+@tool(writes=True)
+def half_write(db: Db, item_id: str) -> dict:
+    """Writes, then fails."""
+    db.run("UPDATE items SET qty = 99 WHERE id = ?", item_id)
+    raise ToolError("out of stock")
+
+@tool(writes=True)
+def crash(db: Db) -> dict:
+    """A bug in a tool."""
+    return 1 / 0
+
+@tool(writes=True)
+def escape(db: Db, sql: str) -> dict:
+    """Tries to run arbitrary SQL."""
+    db.run(sql)
+    return {}
+'''
+
+
+def make_domain(root, name="shop", seed=SEED):
+    d = root / name
+    d.mkdir(parents=True)
+    (d / "schema.sql").write_text(SCHEMA)
+    (d / "seed.py").write_text(textwrap.dedent(seed))
+    (d / "tools.py").write_text(TOOLS)
+    (d / "policy.md").write_text("Be careful.")
+    return d
+
+
+@pytest.fixture
+def shop(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENDSTATE_CACHE", str(tmp_path / "cache"))
+    return Domains([str(make_domain(tmp_path / "domains"))])["shop"]
+
+
+def test_user_domains_load_like_builtins_from_flag_env_and_cli(tmp_path, monkeypatch):
+    root = tmp_path / "domains"
+    make_domain(root)
+    assert {"retail", "shop"} <= set(Domains([str(root)]).by_name)  # a folder of domains
+    assert "shop" in Domains([str(root / "shop")]).by_name  # one domain folder
+    task = {"id": "s1", "domain": "shop", "user": {"instruction": "i", "opening": "o"},
+            "checks": [{"kind": "row", "table": "items", "where": {"id": "I1"}, "expect": {"qty": 5}}],
+            "gold": [{"tool": "set_qty", "args": {"item_id": "I1", "qty": 5}}]}
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text(__import__("json").dumps(task) + "\n")
+    p = run_tool("grade", "validate", str(tasks), env={"ENDSTATE_DOMAINS": str(root),
+                                                       "ENDSTATE_CACHE": str(tmp_path / "c")})
+    assert p.returncode == 0, p.stderr
+    p = run_tool("grade", "validate", str(tasks), env={"ENDSTATE_CACHE": str(tmp_path / "c")})
+    assert p.returncode == 1 and "unknown domain 'shop'" in p.stdout
+
+
+def test_a_domain_name_defined_twice_is_an_error(tmp_path):
+    make_domain(tmp_path / "a")
+    make_domain(tmp_path / "b")
+    with pytest.raises(EndstateError, match="domain 'shop' is defined twice"):
+        Domains([str(tmp_path / "a"), str(tmp_path / "b")])
+
+
+def test_seed_is_deterministic_cached_and_digested_by_content(shop, tmp_path):
+    data, digest = shop.seed()
+    assert digest.startswith("sha256:")
+    cached = list((tmp_path / "cache" / "seeds").glob("shop-*.sqlite"))
+    assert len(cached) == 1 and cached[0].read_bytes() == data
+    again = Domains([str(shop.path)])["shop"]
+    assert again.build_seed()[1] == digest  # rebuilt from scratch: same content
+
+
+def test_each_sandbox_is_fresh_and_starts_from_seed_plus_init(shop):
+    with Sandbox(shop) as a:
+        a.call("set_qty", {"item_id": "I1", "qty": 42})
+        assert a.db.value("SELECT qty FROM items WHERE id = 'I1'") == 42
+    init = {"items": [{"id": "I1", "qty": 7}, {"id": "I9", "name": "new", "qty": 1}]}
+    with Sandbox(shop, init) as b:
+        assert b.db.all("SELECT id, qty FROM items WHERE id IN ('I1', 'I9') ORDER BY id") == [
+            {"id": "I1", "qty": 7}, {"id": "I9", "qty": 1}]
+        assert b.changes() == {}  # the diff starts after init
+
+
+def test_init_errors_are_clear(shop):
+    with pytest.raises(EndstateError, match=r"init row for items\[I9\]: NOT NULL constraint failed"):
+        Sandbox(shop, {"items": [{"id": "I9"}]})
+    with pytest.raises(EndstateError, match="unknown column"):
+        Sandbox(shop, {"items": [{"id": "I1", "colour": "red"}]})
+    with pytest.raises(EndstateError, match="unknown table 'things'"):
+        Sandbox(shop, {"things": [{"id": 1}]})
+
+
+def test_diff_records_inserts_updates_deletes_by_key(shop):
+    with Sandbox(shop) as s:
+        before = s.db.one("SELECT * FROM items WHERE id = 'I2'")
+        for name, args in [("set_qty", {"item_id": "I1", "qty": 50}),
+                           ("add_item", {"item_id": "I7", "name": "seven"}),
+                           ("delete_item", {"item_id": "I2"}),
+                           ("set_pair", {"a": 1, "b": 1, "v": "y"}),
+                           ("set_pair", {"a": 2, "b": 3, "v": "z"}),
+                           ("add_item", {"item_id": "I8", "name": "gone"}),  # inserted, then deleted:
+                           ("delete_item", {"item_id": "I8"}),                # no change at all
+                           ("set_qty", {"item_id": "I3", "qty": 0}),          # changed, then back
+                           ]:
+            assert s.call(name, args).ok
+        qty3 = shop_seed_qty(shop, "I3")
+        assert s.call("set_qty", {"item_id": "I3", "qty": qty3}).ok
+        changes = s.changes()
+    assert changes["items"]["updated"] == [{"key": {"id": "I1"}, "before": {"qty": shop_seed_qty(shop, "I1")},
+                                           "after": {"qty": 50}}]
+    assert changes["items"]["inserted"] == [{"key": {"id": "I7"}, "row": {"id": "I7", "name": "seven", "qty": 0}}]
+    assert changes["items"]["deleted"] == [{"key": {"id": "I2"}, "row": before}]
+    assert changes["pairs"] == {
+        "inserted": [{"key": {"a": 2, "b": 3}, "row": {"a": 2, "b": 3, "v": "z"}}],
+        "updated": [{"key": {"a": 1, "b": 1}, "before": {"v": "x"}, "after": {"v": "y"}}]}
+
+
+def shop_seed_qty(domain, item_id):
+    with Sandbox(domain) as s:
+        return s.db.value("SELECT qty FROM items WHERE id = ?", item_id)
+
+
+def test_primary_key_change_is_a_delete_plus_an_insert(shop):
+    with Sandbox(shop) as s:
+        assert s.call("rename_key", {"item_id": "I1", "new_id": "X1"}).ok
+        changes = s.changes()
+    assert [e["key"] for e in changes["items"]["deleted"]] == [{"id": "I1"}]
+    assert [e["key"] for e in changes["items"]["inserted"]] == [{"id": "X1"}]
+
+
+def test_applying_the_diff_rebuilds_the_terminal_state(shop):
+    with Sandbox(shop) as s:
+        s.call("set_qty", {"item_id": "I1", "qty": 50})
+        s.call("delete_item", {"item_id": "I2"})
+        s.call("rename_key", {"item_id": "I3", "new_id": "X3"})
+        s.call("set_pair", {"a": 5, "b": 5, "v": "q"})
+        changes = s.changes()
+        terminal = s.db.all("SELECT * FROM items ORDER BY id"), s.db.all("SELECT * FROM pairs ORDER BY a")
+    with Sandbox(shop, change_log=False) as r:
+        r.apply_changes(changes)
+        assert (r.db.all("SELECT * FROM items ORDER BY id"), r.db.all("SELECT * FROM pairs ORDER BY a")) == terminal
+
+
+def test_a_diff_that_no_longer_applies_is_refused(shop):
+    with Sandbox(shop) as s:
+        s.call("set_qty", {"item_id": "I1", "qty": 50})
+        changes = s.changes()
+    with Sandbox(shop, {"items": [{"id": "I1", "qty": 3}]}) as r:
+        with pytest.raises(EndstateError, match=r"items\[I1\] was \{'qty': .*\} when the episode was recorded"):
+            r.apply_changes(changes)
+
+
+def test_tool_failures_become_observations_and_leave_no_partial_writes(shop):
+    with Sandbox(shop) as s:
+        assert s.call("get_item", {"item_id": "nope"}).content == '{"error":"no item nope"}'
+        bad = s.call("set_qty", {"item_id": "I1", "qty": "many"})
+        assert not bad.ok and "invalid arguments for set_qty: qty: 'many' is not of type 'integer'" in bad.content
+        assert "unknown tool 'drop_all'" in s.call("drop_all", {}).content
+        assert s.call("half_write", {"item_id": "I1"}).content == '{"error":"out of stock"}'
+        assert "crash failed: ZeroDivisionError" in s.call("crash", {}).content
+        assert "read-only tool tried to write" in s.call("sneaky_read", {"item_id": "I1"}).content
+        assert s.changes() == {}
+
+
+@pytest.mark.parametrize("sql", [
+    "ATTACH DATABASE ':memory:' AS other",
+    "CREATE TABLE evil (x)",
+    "DROP TABLE items",
+    "DELETE FROM _endstate_before_items",
+    "PRAGMA foreign_keys = OFF",
+    "SELECT load_extension('x')",
+])
+def test_tools_cannot_escape_their_database(shop, sql):
+    with Sandbox(shop) as s:
+        result = s.call("escape", {"sql": sql})
+        assert not result.ok and "not authorized" in result.content
+
+
+def test_grader_connection_is_read_only(shop):
+    with Sandbox(shop, change_log=False) as s:
+        conn = s.read_only()
+        assert conn.execute("SELECT count(*) FROM items").fetchone() == (3,)
+        for sql in ["UPDATE items SET qty = 0", "INSERT INTO pairs VALUES (9, 9, 'z')",
+                    "ATTACH DATABASE ':memory:' AS x", "PRAGMA query_only = 0"]:
+            with pytest.raises(sqlite3.DatabaseError):
+                conn.execute(sql)
+
+
+def test_tool_allow_list(shop):
+    with Sandbox(shop, allowed_tools=["get_item"]) as s:
+        assert "unknown tool 'set_qty'; available: get_item" in s.call("set_qty", {"item_id": "I1", "qty": 1}).content
+    with pytest.raises(EndstateError, match="unknown tool"):
+        Sandbox(shop, allowed_tools=["teleport"])
+
+
+def test_a_table_without_primary_key_is_refused(tmp_path):
+    d = make_domain(tmp_path)
+    (d / "schema.sql").write_text("CREATE TABLE log (msg TEXT);")
+    with pytest.raises(EndstateError, match="table log has no PRIMARY KEY"):
+        Domains([str(d)])["shop"].tables
