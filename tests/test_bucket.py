@@ -1,0 +1,313 @@
+"""bucket: band masses, assignment, selection rules, and every flag of the CLI."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from endstate.bucket import pool as P
+from endstate.bucket.bands import Bands, assign, band_masses, posterior
+from endstate.bucket.cli import cli
+import itertools
+
+NAMES = ["too_hard", "hard", "medium", "easy", "too_easy"]
+
+
+def attempts(task_id, rewards, domain="retail", errors=0):
+    rows = [{"task_id": task_id, "domain": domain, "attempt": i, "reward": r, "status": "ok"}
+            for i, r in enumerate(rewards)]
+    rows += [{"task_id": task_id, "domain": domain, "attempt": len(rewards) + i, "reward": None,
+              "status": "system_error"} for i in range(errors)]
+    return rows
+
+
+def task(task_id, domain="retail", instruction="Cancel order 7.", checks=None):
+    return {"id": task_id, "domain": domain, "user": {"instruction": instruction, "opening": "hi"},
+            "checks": checks or [{"kind": "said", "value": "done"}]}
+
+
+def write(path, rows):
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    return str(path)
+
+
+def run(args, input=None):
+    return CliRunner().invoke(cli, args, input=input)
+
+
+def lines(text):
+    return [orjson.loads(x) for x in text.splitlines() if x.strip()]
+
+
+# --- masses ---------------------------------------------------------------------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 200).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n))),
+       st.tuples(st.floats(0.05, 5), st.floats(0.05, 5)))
+def test_band_masses_sum_to_one(nk, prior):
+    (masses,) = band_masses([posterior(*nk, prior)], Bands().edges)
+    assert len(masses) == 5 and all(0 <= m <= 1 for m in masses)
+    assert math.isclose(sum(masses), 1.0, abs_tol=1e-12)
+
+
+def test_uniform_prior_without_runs_gives_the_band_widths():
+    (masses,) = band_masses([posterior(0, 0, (1, 1))], Bands().edges)
+    assert masses == pytest.approx([0.08, 0.32, 0.20, 0.30, 0.10], abs=1e-14)
+    assert NAMES[assign(masses)] == "hard"
+    (masses,) = band_masses([posterior(1, 1, (1, 1))], Bands().edges)  # Beta(2,1): cdf x^2
+    assert masses == pytest.approx([0.0064, 0.1536, 0.20, 0.45, 0.19], abs=1e-14)
+
+
+def test_jeffreys_one_failure_closed_form():
+    # Beta(1/2, 3/2): I_x = (2/pi) (asin(sqrt x) + sqrt(x (1 - x)))
+    def cdf(x):
+        return 2 / math.pi * (math.asin(math.sqrt(x)) + math.sqrt(x * (1 - x)))
+    edges = [0, 0.08, 0.40, 0.60, 0.90, 1]
+    expected = [cdf(b) - cdf(a) for a, b in itertools.pairwise(edges)]
+    (masses,) = band_masses([posterior(1, 0)], Bands().edges)
+    assert posterior(1, 0) == (0.5, 1.5)
+    assert masses == pytest.approx(expected, abs=1e-13)
+    assert NAMES[assign(masses)] == "hard"  # 0.3925 beats too_hard's 0.3553
+
+
+def test_exact_ties_go_to_the_harder_band():
+    symmetric = Bands((0.25, 0.5, 0.75), ("a", "b", "c", "d"))
+    (masses,) = band_masses([posterior(2, 1)], symmetric.edges)  # Beta(1.5, 1.5)
+    assert masses[1] == pytest.approx(masses[2], abs=1e-15)
+    assert symmetric.names[assign(masses)] == "b"
+    assert assign([0.5, 0.5]) == 0 and assign([0.2, 0.4, 0.4]) == 1
+    assert assign([0.3, 0.3 + 1e-9, 0.4 - 1e-9]) == 2  # not a tie
+
+
+def test_bands_validation():
+    for edges, names, message in [((0.5, 0.4), ("a", "b", "c"), "increase"),
+                                  ((0.0, 0.5), ("a", "b", "c"), "strictly between"),
+                                  ((0.5,), ("a", "b", "c"), "--bands"),
+                                  ((0.5,), ("a", "a"), "distinct")]:
+        with pytest.raises(ValueError, match=message):
+            Bands(edges, names)
+
+
+# --- selection ------------------------------------------------------------------------------------
+
+def test_assess_reasons_in_order_of_strength():
+    counts = P.tally([*attempts("a", [1, 0, 0, 1, 0, 1, 0, 0], errors=2), *attempts("b", [1, 1]),
+                      *attempts("c", [0] * 8), *attempts("d", [1, 0] * 4), *attempts("e", [1, 0] * 4)])
+    assert counts["a"] == [8, 3, 2, "retail"]
+    ref = P.tally([*attempts("a", [1]), *attempts("b", [1]), *attempts("c", [1]),
+                   *attempts("d", [0, 0])])
+    recs = {d["task_id"]: d for d in P.assess(counts, counts, P.Rules(), reference=ref,
+                                              overlap=frozenset({"e"}))}
+    assert [recs[t]["reason"] for t in "abcde"] == [
+        "kept", "insufficient_runs", "band", "unsolved_by_reference", "benchmark_overlap"]
+    a = recs["a"]
+    assert (a["n"], a["k"], a["system_errors"], a["alpha"], a["beta"]) == (8, 3, 2, 3.5, 5.5)
+    assert a["band"] == "hard" and a["keep"] is True and list(a["mass"]) == NAMES
+    assert recs["c"]["band"] == "too_hard"
+
+
+def test_fingerprint_ignores_ids_case_and_spacing():
+    a = task("x", instruction="Cancel  order 7.\n")
+    assert P.fingerprint(a) == P.fingerprint(task("y", instruction="cancel order 7."))
+    assert P.fingerprint(a) != P.fingerprint(task("x", domain="travel"))
+    assert P.fingerprint(a) != P.fingerprint(task("x", checks=[{"kind": "said", "value": "no"}]))
+
+
+def test_holdout_is_stratified_reproducible_and_a_partition():
+    recs = [{"task_id": f"t{i:02d}", "domain": "ab"[i % 2], "band": "hm"[i // 20]} for i in range(40)]
+    train, hold = P.holdout_split(recs, 0.25, seed=3)
+    assert len(hold) == 10 and len(train) == 30
+    assert sorted(d["task_id"] for d in train + hold) == [d["task_id"] for d in recs]
+    assert {(d["domain"], d["band"]) for d in hold} == {("a", "h"), ("a", "m"), ("b", "h"), ("b", "m")}
+    assert P.holdout_split(recs, 0.25, seed=3) == (train, hold)
+    assert P.holdout_split(recs, 0.25, seed=4)[1] != hold
+
+
+# --- CLI ------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def files(tmp_path):
+    rows = [*attempts("hard-1", [1, 0, 0, 0, 0, 1, 0, 0]), *attempts("easy-1", [1, 1, 1, 0, 1, 1, 1, 1]),
+            *attempts("dead-1", [0] * 8, domain="travel"), *attempts("new-1", [1, 0], errors=1),
+            *attempts("mid-1", [1, 0] * 4, domain="travel")]
+    tasks = [task(t, domain="travel" if t in ("dead-1", "mid-1") else "retail",
+                  instruction=f"Do {t}.") for t in ("hard-1", "easy-1", "dead-1", "new-1", "mid-1",
+                                                     "never-1")]
+    return {"att": write(tmp_path / "att.jsonl", rows), "tasks": write(tmp_path / "tasks.jsonl", tasks),
+            "dir": tmp_path}
+
+
+def test_cli_default_emits_kept_difficulty_records_sorted(files):
+    result = run([files["att"]])
+    assert result.exit_code == 0, result.output
+    out = lines(result.stdout)
+    assert [d["task_id"] for d in out] == ["easy-1", "hard-1", "mid-1"]
+    assert [d["band"] for d in out] == ["easy", "hard", "medium"]
+    assert all(d["keep"] and d["reason"] == "kept" for d in out)
+    assert result.stderr == ""
+
+
+def test_cli_reads_stdin(files):
+    with open(files["att"]) as fh:
+        result = run([], input=fh.read())
+    assert [d["task_id"] for d in lines(result.stdout)] == ["easy-1", "hard-1", "mid-1"]
+
+
+def test_cli_all_and_min_clean_runs(files):
+    out = {d["task_id"]: d for d in lines(run(["--all", files["att"]]).stdout)}
+    assert list(out) == ["dead-1", "easy-1", "hard-1", "mid-1", "new-1"]
+    from endstate.core.schemas import problem
+    assert all(problem("difficulty", d) is None for d in out.values())
+    assert out["new-1"]["reason"] == "insufficient_runs" and out["new-1"]["system_errors"] == 1
+    assert out["dead-1"]["reason"] == "band" and out["dead-1"]["band"] == "too_hard"
+    out = lines(run(["--min-clean-runs", "2", files["att"]]).stdout)
+    assert "new-1" in [d["task_id"] for d in out]
+
+
+def test_cli_prior_edges_bands_keep(files):
+    out = lines(run(["--all", "--prior", "1,1", files["att"]]).stdout)
+    assert out[0]["alpha"] == 1.0 and out[0]["beta"] == 9.0
+    out = lines(run(["--all", "--edges", "0.5", "--bands", "lo,hi", "--keep", "hi",
+                     files["att"]]).stdout)
+    assert {d["task_id"]: d["band"] for d in out}["easy-1"] == "hi"
+    assert list(out[0]["mass"]) == ["lo", "hi"]
+    assert [d["task_id"] for d in out if d["keep"]] == ["easy-1"]
+    kept = lines(run(["--keep", "too_hard", files["att"]]).stdout)
+    assert [d["task_id"] for d in kept] == ["dead-1"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--edges", "0.2,0.1"], "Invalid value for '--edges': edges must increase strictly"),
+    (["--edges", "0.5"], ("Invalid value for '--edges': 1 edges make 2 bands but 0 names were "
+                          "given; name them with --bands")),
+    (["--edges", "x"], "Invalid value for '--edges': 'x' is not a comma-separated list of numbers"),
+    (["--keep", "hard,nope"], ("Invalid value for '--keep': no band named nope; bands: "
+                               "too_hard,hard,medium,easy,too_easy")),
+    (["--prior", "0,1"], "Invalid value for '--prior': both numbers must be > 0, e.g. 0.5,0.5"),
+    (["--prior", "1"], "Invalid value for '--prior': expected 2 numbers separated by a comma, got '1'"),
+    (["--holdout", "0.2"], "--holdout and --holdout-file go together"),
+    (["--uncertain", "0.6", "--all"], "--uncertain selects tasks to probe again; it does not combine"),
+    (["--all", "--holdout", "0.2", "--holdout-file", "h.jsonl"],
+     "--holdout splits the kept pool; drop --all"),
+])
+def test_cli_usage_errors(files, args, message):
+    result = run([*args, files["att"]])
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_cli_reference(files):
+    ref = write(files["dir"] / "ref.jsonl", [*attempts("hard-1", [0, 1]), *attempts("easy-1", [1, 1]),
+                                             *attempts("mid-1", [0, 0, 0])])
+    out = {d["task_id"]: d["reason"] for d in lines(run(["--all", "--reference", ref,
+                                                         files["att"]]).stdout)}
+    assert out == {"dead-1": "unsolved_by_reference", "easy-1": "kept", "hard-1": "kept",
+                   "mid-1": "unsolved_by_reference", "new-1": "unsolved_by_reference"}
+    out = lines(run(["--reference", ref, "--reference-min-successes", "2", files["att"]]).stdout)
+    assert [d["task_id"] for d in out] == ["easy-1"]
+
+
+def test_cli_tasks_emits_task_records_with_difficulty(files):
+    result = run(["--tasks", files["tasks"], files["att"]])
+    out = lines(result.stdout)
+    assert [t["id"] for t in out] == ["easy-1", "hard-1", "mid-1"]
+    assert out[0]["user"]["instruction"] == "Do easy-1." and out[0]["difficulty"]["band"] == "easy"
+    from endstate.core.schemas import problem
+    assert all(problem("task", t) is None for t in out)
+    every = {t["id"]: t["difficulty"] for t in lines(run(["--all", "--tasks", files["tasks"],
+                                                          files["att"]]).stdout)}
+    assert every["never-1"]["n"] == 0 and every["never-1"]["reason"] == "insufficient_runs"
+
+
+def test_cli_tasks_warns_about_attempts_of_unknown_tasks(files):
+    tasks = write(files["dir"] / "few.jsonl", [task("hard-1")])
+    result = run(["--tasks", tasks, files["att"]])
+    assert [t["id"] for t in lines(result.stdout)] == ["hard-1"]
+    assert result.stderr == (f"bucket: 4 task id(s) in the attempts are not in {tasks} and are left "
+                             "out (first: dead-1)\n")
+
+
+def test_cli_tasks_duplicate_id_is_bad_input(files):
+    tasks = write(files["dir"] / "dup.jsonl", [task("a"), task("a")])
+    result = run(["--tasks", tasks, files["att"]])
+    assert result.exit_code == 4
+    assert result.stderr == (f"{tasks}:2: duplicate task id 'a' (first at {tasks}:1); "
+                             "task ids must be unique\n")
+
+
+def test_cli_exclude_by_id_and_fingerprint(files):
+    bench = write(files["dir"] / "bench.jsonl", [
+        task("hard-1", instruction="something else"),
+        task("bench-9", domain="travel", instruction="  DO mid-1. ")])
+    result = run(["--all", "--exclude", bench, "--tasks", files["tasks"], files["att"]])
+    out = {t["id"]: t["difficulty"]["reason"] for t in lines(result.stdout)}
+    assert out["hard-1"] == "benchmark_overlap" and out["mid-1"] == "benchmark_overlap"
+    assert out["easy-1"] == "kept"
+    by_id_only = {d["task_id"]: d["reason"] for d in lines(run(["--all", "--exclude", bench,
+                                                                files["att"]]).stdout)}
+    assert by_id_only["hard-1"] == "benchmark_overlap" and by_id_only["mid-1"] == "kept"
+
+
+def test_cli_holdout(files, tmp_path):
+    held = tmp_path / "val.jsonl"
+    args = ["--keep", "too_hard,hard,medium,easy,too_easy", "--min-clean-runs", "2",
+            "--holdout", "0.4", "--holdout-file", str(held), "--seed", "7", files["att"]]
+    result = run(args)
+    train, hold = lines(result.stdout), lines(held.read_text())
+    assert len(train) == 3 and len(hold) == 2
+    assert sorted(d["task_id"] for d in train + hold) == ["dead-1", "easy-1", "hard-1", "mid-1",
+                                                          "new-1"]
+    assert result.stderr == f"bucket: 2 task(s) held out to {held}, 3 for training\n"
+    assert lines(run(args).stdout) == train  # reproducible from the seed
+
+
+def test_cli_uncertain_selects_unsettled_tasks(files):
+    result = run(["--uncertain", "0.6", files["att"]])
+    out = {d["task_id"]: max(d["mass"].values()) for d in lines(result.stdout)}
+    every = {d["task_id"]: d for d in lines(run(["--all", files["att"]]).stdout)}
+    expected = {t for t, d in every.items() if max(d["mass"].values()) < 0.6 or d["n"] < 4}
+    assert set(out) == expected and "new-1" in out and "dead-1" not in out
+    as_tasks = lines(run(["--uncertain", "0.6", "--tasks", files["tasks"], files["att"]]).stdout)
+    assert {t["id"] for t in as_tasks} == expected | {"never-1"}
+
+
+def test_cli_report_and_plot(files, tmp_path):
+    png = tmp_path / "bands.png"
+    result = run(["--report", "--plot", str(png), files["att"]])
+    assert result.exit_code == 0
+    assert result.stderr.splitlines() == [
+        "band       tasks   share    kept",
+        "too_hard       1   20.0%       0",
+        "hard           2   40.0%       1",
+        "medium         1   20.0%       1",
+        "easy           1   20.0%       1",
+        "too_easy       0    0.0%       0",
+        "total          5  100.0%       3",
+        "not kept: band 1, insufficient_runs 1",
+    ]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_bad_input_and_skip_invalid(files, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(Path(files["att"]).read_text() + '{"task_id": "x", "attempt": 0, "status": "ok"}\n')
+    result = run([str(bad)])
+    assert result.exit_code == 4 and result.stdout == ""
+    assert result.stderr == (f"{bad}:36: attempt record: 'reward' is a required property "
+                             "(schema: schemas/attempt.schema.json)\n")
+    result = run(["--skip-invalid", str(bad)])
+    assert result.exit_code == 0 and len(lines(result.stdout)) == 3
+    assert result.stderr.startswith(f"skipped 1 invalid line(s):\n  {bad}:36: attempt record")
+
+
+def test_cli_workers_flag_and_help(files):
+    assert run(["--workers", "2", files["att"]]).stdout == run([files["att"]]).stdout
+    help_text = run(["--help"]).stdout
+    assert "bucket --all schemas/examples/attempt.json" in help_text
+    assert "probe -n 12 --resume att.jsonl" in help_text

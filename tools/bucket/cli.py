@@ -1,0 +1,178 @@
+"""bucket: the difficulty of each task from its attempts, and the training pool it implies."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from endstate.bucket import pool as P
+from endstate.bucket.bands import Bands
+from endstate.bucket.report import plot as plot_histogram
+from endstate.bucket.report import table
+from endstate.core.cli import run, skip_invalid_option, verbose_option
+from endstate.core.errors import InputError
+from endstate.core.records import SkipLog, fold_jsonl, read_jsonl, write_jsonl
+
+
+def _floats(count: int | None):
+    def parse(ctx, param, value):
+        if value is None:
+            return None
+        try:
+            numbers = tuple(float(x) for x in value.split(","))
+        except ValueError:
+            raise click.BadParameter(f"{value!r} is not a comma-separated list of numbers") from None
+        if count is not None and len(numbers) != count:
+            raise click.BadParameter(f"expected {count} numbers separated by a comma, got {value!r}")
+        return numbers
+    return parse
+
+
+def _names(ctx, param, value):
+    return None if value is None else tuple(x.strip() for x in value.split(",") if x.strip())
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("attempts", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--prior", default="0.5,0.5", show_default=True, callback=_floats(2),
+              help="A,B of the Beta prior (Jeffreys is 0.5,0.5; uniform is 1,1).")
+@click.option("--edges", default="0.08,0.40,0.60,0.90", show_default=True, callback=_floats(None),
+              help="Cut points of the success rate between bands, increasing.")
+@click.option("--bands", "band_names", callback=_names,
+              help="Band names, hardest first; needed when --edges does not give 4 edges. "
+              "[default: too_hard,hard,medium,easy,too_easy]")
+@click.option("--keep", default="hard,medium,easy", show_default=True, callback=_names,
+              help="Bands that go into the pool.")
+@click.option("--min-clean-runs", type=click.IntRange(0), default=4, show_default=True,
+              help="Fewer clean runs than this: not kept (reason insufficient_runs).")
+@click.option("--reference", "reference_files", multiple=True,
+              type=click.Path(dir_okay=False, allow_dash=True),
+              help="Attempts of a stronger reference model; tasks it never solved are not kept "
+              "(reason unsolved_by_reference). Repeatable.")
+@click.option("--reference-min-successes", type=click.IntRange(0), default=1, show_default=True,
+              help="Successes the reference needs on a task for it to be kept.")
+@click.option("--holdout", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="Fraction of the kept pool to hold out for validation (needs --holdout-file).")
+@click.option("--holdout-file", type=click.Path(dir_okay=False), help="Where the holdout goes.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the holdout split.")
+@click.option("--exclude", "exclude_files", multiple=True, type=click.Path(dir_okay=False),
+              help="Benchmark task files: candidates with the same id or the same content "
+              "fingerprint are not kept (reason benchmark_overlap). Repeatable.")
+@click.option("--all", "emit_all", is_flag=True, help="Emit every task, not only the kept ones.")
+@click.option("--tasks", "tasks_file", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Candidate task records: emit those tasks with a `difficulty` field instead of "
+              "difficulty records (tasks without attempts count as n = 0).")
+@click.option("--uncertain", type=click.FloatRange(0, 1, min_open=True),
+              help="Emit only tasks whose largest band mass is below P (or that have too few clean "
+              "runs): the ones more probes would settle.")
+@click.option("--report", is_flag=True, help="Print a band histogram on stderr.")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
+              help="Save the band histogram as a PNG.")
+@click.option("--workers", type=click.IntRange(1),
+              help="Processes that read big attempt files.  [default: the CPU count]")
+@skip_invalid_option
+@verbose_option
+def cli(attempts, prior, edges, band_names, keep, min_clean_runs, reference_files,
+        reference_min_successes, holdout, holdout_file, seed, exclude_files, emit_all, tasks_file,
+        uncertain, report, plot_file, workers, skip_invalid):
+    """Bucket tasks by difficulty from their ATTEMPTS (attempt JSONL files; `-` or none: stdin).
+
+    Per task: n clean runs (system errors excluded), k successes, the posterior
+    Beta(k + A, n - k + B) and its exact mass in each band; the task goes to the band with
+    the most mass (ties: the harder band). Kept tasks go to stdout as difficulty records
+    sorted by task_id, or, with --tasks, as task records with a `difficulty` field.
+
+    \b
+    Examples (from the repository root):
+      bucket --all schemas/examples/attempt.json
+      bucket --report --tasks candidates.jsonl attempts.jsonl > pool.jsonl
+      bucket --uncertain 0.6 --tasks cands.jsonl att.jsonl | probe -n 12 --resume att.jsonl >> att.jsonl
+    """
+    if prior[0] <= 0 or prior[1] <= 0:
+        raise click.BadParameter("both numbers must be > 0, e.g. 0.5,0.5", param_hint="'--prior'")
+    try:
+        bands = Bands(edges, band_names) if band_names else (
+            Bands(edges) if len(edges) == 4 else Bands(edges, ()))
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="'--edges'") from None
+    unknown = [name for name in keep if name not in bands.names]
+    if unknown:
+        raise click.BadParameter(f"no band named {', '.join(unknown)}; bands: "
+                                 f"{','.join(bands.names)}", param_hint="'--keep'")
+    if (holdout is None) != (holdout_file is None):
+        raise click.UsageError("--holdout and --holdout-file go together, e.g. "
+                               "--holdout 0.1 --holdout-file val.jsonl")
+    if uncertain is not None and (holdout is not None or emit_all):
+        raise click.UsageError("--uncertain selects tasks to probe again; it does not combine "
+                               "with --holdout or --all")
+    if holdout is not None and emit_all:
+        raise click.UsageError("--holdout splits the kept pool; drop --all")
+    rules = P.Rules(bands=bands, keep=frozenset(keep), prior=prior, min_clean_runs=min_clean_runs,
+                    reference_min_successes=reference_min_successes)
+    skip = SkipLog() if skip_invalid else None
+
+    tasks = _read_tasks(tasks_file, skip) if tasks_file else None
+    bench = [t for path in exclude_files for _, t in read_jsonl([path], "task", skip=skip)]
+    counts = fold_jsonl(list(attempts), "attempt", P.tally, P.merge, skip=skip, workers=workers,
+                        meanwhile=_import_scipy)
+    reference = (fold_jsonl(list(reference_files), "attempt", P.tally, P.merge, skip=skip,
+                            workers=workers) if reference_files else None)
+
+    if tasks is not None:
+        ids = list(tasks)
+        stray = sorted(set(counts) - set(tasks))
+        if stray:
+            click.echo(f"bucket: {len(stray)} task id(s) in the attempts are not in {tasks_file} "
+                       f"and are left out (first: {stray[0]})", err=True)
+    else:
+        ids = list(counts)
+    overlap = P.overlapping(tasks.values() if tasks else (), bench, ids)
+    domains = {i: t["domain"] for i, t in tasks.items()} if tasks else None
+    records = P.assess(ids, counts, rules, reference=reference, overlap=overlap, domains=domains)
+
+    if uncertain is not None:
+        chosen = list(P.uncertain(records, uncertain, rules))
+    else:
+        chosen = records if emit_all else [d for d in records if d["keep"]]
+    if holdout is not None:
+        chosen, held = P.holdout_split(chosen, holdout, seed)
+        with open(holdout_file, "wb") as out:
+            write_jsonl(_emit(held, tasks), out)
+        click.echo(f"bucket: {len(held)} task(s) held out to {holdout_file}, "
+                   f"{len(chosen)} for training", err=True)
+    write_jsonl(_emit(chosen, tasks))
+
+    if report:
+        click.echo(table(records, bands.names), err=True)
+    if plot_file:
+        plot_histogram(records, bands.names, plot_file)
+    if skip:
+        skip.report()
+
+
+def _import_scipy() -> None:
+    """Runs while the readers parse: scipy takes ~0.5 s to import and the masses need it."""
+    import scipy.special  # noqa: F401
+
+
+def _read_tasks(path: str, skip: SkipLog | None) -> dict[str, dict]:
+    tasks, where = {}, {}
+    for loc, task in read_jsonl([path], "task", skip=skip):
+        if task["id"] in tasks:
+            raise InputError(f"{loc}: duplicate task id {task['id']!r} (first at "
+                             f"{where[task['id']]}); task ids must be unique")
+        tasks[task["id"]], where[task["id"]] = task, loc
+    return tasks
+
+
+def _emit(records, tasks):
+    if tasks is None:
+        return records
+    return ({**tasks[d["task_id"]], "difficulty": d} for d in records)
+
+
+main = run(cli)
+
+if __name__ == "__main__":
+    sys.exit(main())
