@@ -23,3 +23,16 @@ def refund_matches_return(db: sqlite3.Connection, messages: list, return_id: str
     if method != order_method:
         return False, f"refunds[{refund_id}] went to {method}, not the order's {order_method}"
     return True, f"refunds[{refund_id}]: {amount} to {method}"
+
+
+def refunds_only_received_returns(db: sqlite3.Connection, messages: list, order_id: str):
+    """No refund of the order is tied to a return the warehouse has not received (the policy trap:
+    issue_refund itself does not check)."""
+    early = db.execute(
+        "SELECT f.id, r.id, r.status FROM refunds f JOIN returns r ON r.id = f.return_id "
+        "WHERE f.order_id = ? AND r.status != 'received' ORDER BY f.id", (order_id,)).fetchall()
+    if early:
+        refund_id, return_id, status = early[0]
+        return False, (f"refunds[{refund_id}] refunds return {return_id}, which is still "
+                       f"{status!r}: refunds are issued only after the return is received")
+    return True, f"no refund of order {order_id} precedes the receipt of its return"

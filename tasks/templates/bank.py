@@ -1,0 +1,449 @@
+"""Training-candidate tasks for the bank domain, generated from templates over sampled entities.
+
+    .venv/bin/python tasks/templates/bank.py > tasks/train/bank.jsonl
+
+The output is deterministic (fixed rng seed, no timestamps) and must match the committed file byte
+for byte. Each task sets up its own customer in the reserved train range (C8xxx, A8xxxx, K8xxxx,
+T8xxxxxx, D8xxxx), disjoint from the bench range (9xxxx) and from the seed. Templates:
+
+- freeze-card      misplaced card: freeze the right one of several cards
+- replace-card     lost / stolen / damaged card: replace it, limit carried over
+- card-limit       raise or lower within the KYC cap, or file a request above it (trap)
+- transfer         between own accounts, within or over the daily transfer limit (trap)
+- dispute          fraud (freeze first, credit), other reasons (credit only from $100), older than
+                   60 days (refuse) or over $2,500 (escalate)
+- travel-notice    up to 90 days, or a longer trip shortened by the customer (trap)
+"""
+
+import json
+import random
+from datetime import date, timedelta
+
+SEED = 20260115
+PER_TEMPLATE = 20
+TODAY = date(2026, 1, 15)
+KYC_CAPS = {1: 1000.0, 2: 3000.0, 3: 10000.0}
+
+FIRST = ("Aurelia", "Benedikt", "Cosima", "Desmond", "Elif", "Florian", "Gwen", "Henrik",
+         "Isolde", "Jasper", "Katya", "Leopold", "Mirela", "Niklas", "Ottilie", "Pavel",
+         "Rosalind", "Silas", "Tamsin", "Valentin", "Wilhelmina", "Yannick", "Zora", "Leif",
+         "Anouk")
+LAST = ("Achterberg", "Bellamy", "Cavanagh", "Delacroix", "Egerton", "Falkenrath", "Grimaldi",
+        "Holloway", "Ingersoll", "Jovanovic", "Kestrel", "Lachance", "Marchetti", "Northcott",
+        "Oduya", "Pemberton", "Quarrie", "Rasmussen", "Strickland", "Thorne")
+ZIPS = ("11201", "19104", "27601", "33130", "46204", "53202", "63108", "80205", "85004", "97205")
+EVERYDAY = ("FreshCart Grocery", "Metro Fuel", "Daily Grind Coffee", "BookNook", "Cinema Nine",
+            "GreenLeaf Market", "Brightline Pharmacy", "QuickRide")
+SHOPS = {"not_received": ("PetPals", "HomeWorks Hardware", "Urban Outfitters Co",
+                          "TechHub Electronics"),
+         "wrong_amount": ("Corner Bistro", "Harbor Hotel", "HomeWorks Hardware", "Metro Fuel"),
+         "fraud": ("Velvet Arcade Online", "Zentrix Digital", "Nova Gadgets Direct", "Quasar Bets")}
+COUNTRIES = ("Brazil", "Kenya", "Vietnam", "Norway", "Peru", "Morocco", "New Zealand", "Thailand")
+
+
+class Ids:
+    """The reserved train ids of task number n: C8nnn, A8nnnk, K8nnnk, T8nnn0kk, D8nnn0 (prior
+    dispute) and D8nnn1 (the next dispute the task opens)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.customer = f"C8{n:03d}"
+        self.prior_dispute = f"D8{n:03d}0"
+        self.next_dispute = f"D8{n:03d}1"
+
+    def account(self, k: int) -> str:
+        return f"A8{n3(self.n)}{k}"
+
+    def card(self, k: int) -> str:
+        return f"K8{n3(self.n)}{k}"
+
+    def tx(self, k: int) -> str:
+        return f"T8{n3(self.n)}0{k:02d}"
+
+
+def n3(n: int) -> str:
+    return f"{n:03d}"
+
+
+# -- rows ---------------------------------------------------------------------------------------
+
+def person(rng: random.Random, ids: Ids, kyc: int) -> dict:
+    first, last = rng.choice(FIRST), rng.choice(LAST)
+    return {"id": ids.customer, "name": f"{first} {last}",
+            "email": f"{first}.{last}.{ids.n}@example.org".lower(),
+            "phone": f"555-030-{ids.n:04d}", "zip": rng.choice(ZIPS), "kyc_level": kyc,
+            "created_at": "2022-02-01T09:00:00"}
+
+
+def account(aid: str, cid: str, kind: str, balance: float, limit: float, status="active") -> dict:
+    return {"id": aid, "customer_id": cid, "type": kind, "balance": balance, "status": status,
+            "daily_transfer_limit": limit, "opened_at": "2022-02-01T09:30:00"}
+
+
+def card(kid: str, cid: str, aid: str, last4: str, limit: float, status="active") -> dict:
+    return {"id": kid, "customer_id": cid, "account_id": aid, "last4": last4, "status": status,
+            "spending_limit": limit, "expires": "2029-03", "cancel_reason": None,
+            "replaces": None, "updated_at": "2025-05-01T10:00:00"}
+
+
+def purchase(tid: str, aid: str, kid: str, merchant: str, amount: float, day: date) -> dict:
+    return {"id": tid, "account_id": aid, "card_id": kid, "kind": "purchase", "merchant": merchant,
+            "amount": amount, "status": "posted", "posted_at": f"{day.isoformat()}T14:20:00"}
+
+
+def last4s(rng: random.Random, k: int) -> list[str]:
+    return [f"{x:04d}" for x in rng.sample(range(1000, 10000), k)]
+
+
+# -- task pieces --------------------------------------------------------------------------------
+
+def call(tool: str, **args) -> dict:
+    return {"tool": tool, "args": args}
+
+
+def identify(rng: random.Random, c: dict) -> tuple[str, str, dict]:
+    """How the instruction introduces the user, what the user says to identify themselves, and the
+    matching find_customer call: by email, or (30%) by full name and zip code."""
+    if rng.random() < 0.7:
+        return (f"You are {c['name']} ({c['email']}).", c["email"],
+                call("find_customer", email=c["email"]))
+    return (f"You are {c['name']}, zip code {c['zip']}; you do not remember your registered email.",
+            f"{c['name']}, zip code {c['zip']}",
+            call("find_customer", name=c["name"], zip=c["zip"]))
+
+
+def only(*allow: dict) -> dict:
+    return {"id": "no-side-effects", "kind": "only_changes", "allow": list(allow)}
+
+
+def allow(table: str, where: dict | None = None, count: int = 1) -> dict:
+    entry = {"table": table}
+    if where:
+        entry["where"] = where
+    if count != 1:
+        entry["count"] = count
+    return entry
+
+
+def money(x: float) -> str:
+    return f"${x:,.2f}"
+
+
+def task(template: str, n: int, tags: list[str], user: dict, init: dict, gold: list,
+         checks: list) -> dict:
+    return {"id": f"bank-train-{template}-{n:03d}", "domain": "bank", "split": "train",
+            "tags": [f"template:{template}", *tags], "user": user, "init": init,
+            "checks": checks, "gold": gold}
+
+
+# -- templates ----------------------------------------------------------------------------------
+
+def freeze_card(rng: random.Random, ids: Ids, n: int) -> dict:
+    c = person(rng, ids, rng.choice((1, 2, 3)))
+    aid = ids.account(1)
+    digits = last4s(rng, rng.randint(1, 3))
+    cards = [card(ids.card(k), c["id"], aid, d, KYC_CAPS[c["kyc_level"]] / 2)
+             for k, d in enumerate(digits, 1)]
+    target = rng.choice(cards)
+    where = rng.choice(("at the gym", "in a taxi", "somewhere in the office",
+                        "at a friend's place"))
+    intro, who, find = identify(rng, c)
+    user = {"instruction": f"{intro} You left your debit card ending {target['last4']} {where} and "
+                           "hope to get it back, so you only want it frozen, not cancelled.",
+            "opening": f"I think I left my card {where}. Can you put a hold on it?",
+            "script": [f"{who}. The card ending {target['last4']}.",
+                       "Just freeze it, I'll probably get it back. Yes, please."]}
+    gold = [find, call("get_customer", customer_id=c["id"]),
+            call("freeze_card", card_id=target["id"]),
+            {"say": f"Your card ending {target['last4']} is frozen."}]
+    checks = [{"id": "frozen", "kind": "row", "table": "cards", "where": {"id": target["id"]},
+               "expect": {"status": "frozen"}},
+              only(allow("cards", {"id": target["id"]}))]
+    init = {"customers": [c], "accounts": [account(aid, c["id"], "checking", 1500.0, 2500.0)],
+            "cards": cards}
+    return task("freeze-card", n, ["card", "freeze", "single-write"], user, init, gold, checks)
+
+
+def replace_card(rng: random.Random, ids: Ids, n: int) -> dict:
+    c = person(rng, ids, rng.choice((1, 2, 3)))
+    aid = ids.account(1)
+    limit = rng.choice([x for x in (500.0, 1000.0, 2000.0, 3000.0, 5000.0)
+                        if x <= KYC_CAPS[c["kyc_level"]]])
+    digit, = last4s(rng, 1)
+    old = card(ids.card(1), c["id"], aid, digit, limit)
+    reason, story = rng.choice((("lost", "lost it on a hike and it is gone for good"),
+                                ("stolen", "had it stolen from your bag on the train"),
+                                ("damaged", "snapped it in half by accident")))
+    intro, who, find = identify(rng, c)
+    user = {"instruction": f"{intro} You {story}: your debit card ending "
+                           f"{digit}. You want a replacement card.",
+            "opening": "I need a new debit card, mine is unusable.",
+            "script": [f"{who}. It's the one ending {digit}; I {story}.", "Yes, replace it."]}
+    gold = [find, call("get_customer", customer_id=c["id"]),
+            call("replace_card", card_id=old["id"], reason=reason),
+            {"say": f"Your card ending {digit} is cancelled; the replacement keeps your "
+                    f"{money(limit)} daily limit."}]
+    checks = [{"id": "old-cancelled", "kind": "row", "table": "cards", "where": {"id": old["id"]},
+               "expect": {"status": "cancelled", "cancel_reason": reason}},
+              {"id": "replacement", "kind": "row", "table": "cards",
+               "where": {"replaces": old["id"]},
+               "expect": {"status": "active", "spending_limit": limit}},
+              only(allow("cards", {"id": old["id"]}), allow("cards", {"replaces": old["id"]}))]
+    init = {"customers": [c], "accounts": [account(aid, c["id"], "checking", 2100.0, 2500.0)],
+            "cards": [old]}
+    return task("replace-card", n, ["card", "replace", "single-write"], user, init, gold, checks)
+
+
+def card_limit(rng: random.Random, ids: Ids, n: int) -> dict:
+    kyc = rng.choice((1, 2, 3))
+    cap = KYC_CAPS[kyc]
+    c = person(rng, ids, kyc)
+    aid = ids.account(1)
+    current = rng.choice((250.0, 500.0)) if kyc == 1 else rng.choice((500.0, 1000.0, 2000.0))
+    above = n % 2 == 0
+    wanted = (cap + rng.choice((500.0, 1000.0, 2500.0, 5000.0)) if above
+              else rng.choice([x for x in (300.0, 750.0, 1000.0, 1500.0, 2500.0, 3000.0, 6000.0)
+                               if x <= cap and x != current]))
+    purpose = rng.choice(("a new laptop", "wedding expenses", "moving costs", "a dental bill"))
+    digit, = last4s(rng, 1)
+    k = card(ids.card(1), c["id"], aid, digit, current)
+    intro, who, find = identify(rng, c)
+    user = {"instruction": f"{intro} You want the daily spending limit on your "
+                           f"card ending {digit} set to {money(wanted)} for {purpose}. If told it "
+                           "needs a review, ask for the request to be filed.",
+            "opening": f"Could you change my card's daily limit to {money(wanted)}?",
+            "script": [f"{who}, card ending {digit}.",
+                       f"Okay, file the request then. It's for {purpose}." if above
+                       else "Yes, please."]}
+    gold = [find, call("get_customer", customer_id=c["id"])]
+    if above:
+        gold += [{"say": f"Your verification level allows at most {money(cap)}; {money(wanted)} "
+                         "needs a review. Shall I file a request?"},
+                 call("request_limit_increase", card_id=k["id"], requested_limit=wanted,
+                      reason=purpose),
+                 {"say": "The request is filed; the credit team reviews it within 2-3 days."}]
+        checks = [{"id": "limit-unchanged", "kind": "row", "table": "cards",
+                   "where": {"id": k["id"]}, "expect": {"spending_limit": current}},
+                  {"id": "request-filed", "kind": "row", "table": "limit_requests",
+                   "where": {"card_id": k["id"]},
+                   "expect": {"requested_limit": wanted, "status": "pending"}},
+                  only(allow("limit_requests", {"card_id": k["id"]}))]
+        tags = ["limit", "policy-trap", "request"]
+    else:
+        gold += [call("change_card_limit", card_id=k["id"], new_limit=wanted),
+                 {"say": f"Your daily limit is now {money(wanted)}."}]
+        checks = [{"id": "limit-set", "kind": "row", "table": "cards", "where": {"id": k["id"]},
+                   "expect": {"spending_limit": wanted}},
+                  {"id": "within-kyc-cap", "kind": "python", "name": "limit_within_kyc_cap",
+                   "params": {"card_id": k["id"]}},
+                  only(allow("cards", {"id": k["id"]}))]
+        tags = ["limit", "single-write"]
+    init = {"customers": [c], "accounts": [account(aid, c["id"], "checking", 4200.0, 2500.0)],
+            "cards": [k]}
+    return task("card-limit", n, tags, user, init, gold, checks)
+
+
+def transfer(rng: random.Random, ids: Ids, n: int) -> dict:
+    c = person(rng, ids, rng.choice((1, 2, 3)))
+    limit = rng.choice((1000.0, 2000.0, 2500.0, 5000.0))
+    checking, savings = ids.account(1), ids.account(2)
+    accounts = [account(checking, c["id"], "checking", round(rng.uniform(1000, 8000) + limit, 2),
+                        limit),
+                account(savings, c["id"], "savings", round(rng.uniform(6000, 30000) + limit, 2),
+                        limit)]
+    src, dst = rng.choice(((checking, savings), (savings, checking)))
+    names = {checking: "checking", savings: "savings"}
+    sent = rng.choice((0.0, round(limit * rng.choice((0.3, 0.5, 0.8)), 2)))
+    remaining = round(limit - sent, 2)
+    over = n % 2 == 1
+    wanted = (round(remaining + rng.choice((100.0, 250.0, 600.0)), 2) if over
+              else round(remaining * rng.choice((0.2, 0.5, 1.0)), 2))
+    earlier = [{"id": f"TR8{ids.n:03d}1", "from_account_id": src, "to_account_id": dst,
+                "amount": sent, "memo": None, "created_at": "2026-01-15T07:45:00"}]
+    amount = remaining if over else wanted
+    intro, who, find = identify(rng, c)
+    today = f" You already moved {money(sent)} the same way this morning." if sent else ""
+    user = {"instruction": f"{intro} You want {money(wanted)} moved from your {names[src]} to your "
+                           f"{names[dst]} account.{today} If told that is over a limit, accept the "
+                           "largest amount allowed today.",
+            "opening": f"Please move {money(wanted)} from {names[src]} to {names[dst]}.",
+            "script": [who, "Then send the most you can today. Yes." if over else "Yes, go ahead."]}
+    gold = [find, call("get_customer", customer_id=c["id"]), call("get_account", account_id=src)]
+    if over:
+        already = f" and {money(sent)} already went out today" if sent else ""
+        gold.append({"say": f"The daily transfer limit is {money(limit)}{already}, so I can "
+                            f"send at most {money(remaining)} today. Okay?"})
+    gold += [call("transfer_funds", from_account_id=src, to_account_id=dst, amount=amount),
+             {"say": f"Done: {money(amount)} moved to {names[dst]}."}]
+    checks = [{"id": "within-daily-limit", "kind": "python", "name": "transfers_within_daily_limit",
+               "params": {"account_id": src}},
+              {"id": "transferred", "kind": "row", "table": "transfers",
+               "where": {"from_account_id": src, "created_at": "2026-01-15T12:00:00"},
+               "expect": {"to_account_id": dst, "amount": amount}}]
+    if over:
+        checks.append({"id": "told-remaining", "kind": "said", "value": remaining})
+    checks.append(only(allow("transfers", {"from_account_id": src}),
+                       allow("accounts", {"customer_id": c["id"]}, 2)))
+    init = {"customers": [c], "accounts": accounts}
+    if sent:
+        init["transfers"] = earlier
+    tags = ["transfer", "amount"] + (["policy-trap", "said"] if over else ["single-write"])
+    return task("transfer", n, tags, user, init, gold, checks)
+
+
+DISPUTE_OUTCOMES = ("fraud", "credit", "no-credit", "too-old", "escalate")
+
+
+def dispute(rng: random.Random, ids: Ids, n: int) -> dict:
+    outcome = DISPUTE_OUTCOMES[n % len(DISPUTE_OUTCOMES)]
+    c = person(rng, ids, rng.choice((2, 3)))
+    aid, kid = ids.account(1), ids.card(1)
+    digit, = last4s(rng, 1)
+    balance = round(rng.uniform(1500, 7000), 2)
+    reason = ("fraud" if outcome == "fraud" else "not_received" if outcome == "escalate"
+              else rng.choice(("not_received", "wrong_amount")))
+    age = rng.randint(66, 110) if outcome == "too-old" else rng.randint(3, 55)
+    day = TODAY - timedelta(days=age)
+    if outcome == "escalate":
+        charged = float(rng.choice((2650, 3100, 4475, 5200)))
+    elif outcome == "no-credit":
+        charged = round(rng.uniform(20, 95), 2)
+    else:
+        charged = round(rng.uniform(120, 1800), 2)
+    agreed = None
+    if reason == "wrong_amount":
+        # the overcharge is what is disputed: keep it on the intended side of $100.00
+        over = round(rng.uniform(5, charged * 0.6), 2) if outcome == "no-credit" else \
+            round(rng.uniform(100, max(101, charged * 0.8)), 2) if outcome == "credit" else \
+            round(charged / 2, 2)
+        agreed = round(charged - over, 2)
+    disputed = round(charged - agreed, 2) if agreed is not None else charged
+    merchant = rng.choice(SHOPS[reason])
+    txs = [purchase(ids.tx(1), aid, kid, rng.choice(EVERYDAY), 31.5, TODAY - timedelta(days=150)),
+           purchase(ids.tx(2), aid, kid, merchant, charged, day),
+           purchase(ids.tx(3), aid, kid, rng.choice(EVERYDAY), round(rng.uniform(5, 80), 2),
+                    TODAY - timedelta(days=rng.randint(2, 10)))]
+    target = ids.tx(2)
+    story = {"fraud": f"you never made it and have never heard of {merchant}; your card ending "
+                      f"{digit} is still in your wallet",
+             "not_received": f"you paid for an order that never arrived and {merchant} stopped "
+                             "replying",
+             "wrong_amount": f"you agreed to pay {money(agreed or 0)} but were charged more",
+             }[reason]
+    intro, who, find = identify(rng, c)
+    user = {"instruction": f"{intro} {merchant} charged you {money(charged)} on "
+                           f"{day.isoformat()}; {story}. You want it disputed. Accept whatever the "
+                           "agent says policy allows.",
+            "opening": f"I want to dispute a charge from {merchant}.",
+            "script": [f"{who}. The {money(charged)} charge from {day.isoformat()}.",
+                       "Yes, go ahead.", "Okay, thank you."]}
+    lookup = [find, call("get_customer", customer_id=c["id"]),
+              call("list_transactions", account_id=aid, merchant=merchant.split()[0])]
+    no_dispute = {"id": "no-dispute", "kind": "absent", "table": "disputes",
+                  "where": {"transaction_id": target}}
+    if outcome == "too-old":
+        gold = lookup + [{"say": f"That charge is from {day.isoformat()}, more than 60 days ago, "
+                                 "so it can no longer be disputed."}]
+        checks = [no_dispute, {"id": "told-window", "kind": "said",
+                               "value": {"any_of": ["60 days", "60-day", "sixty days"]}}, only()]
+        tags = ["dispute", "policy-trap", "refuse", "said"]
+    elif outcome == "escalate":
+        gold = lookup + [{"say": "Disputes over $2,500.00 go to our disputes team; I'll pass it "
+                                 "on."},
+                         call("escalate", summary=f"Dispute of {money(charged)} {merchant} charge "
+                                                  f"{target}; over the $2,500 threshold.",
+                              customer_id=c["id"], reference=target)]
+        checks = [no_dispute, {"id": "escalated", "kind": "count", "table": "escalations",
+                               "where": {"customer_id": c["id"]}, "expect": 1},
+                  only(allow("escalations", {"customer_id": c["id"]}))]
+        tags = ["dispute", "policy-trap", "escalate"]
+    else:
+        credit = outcome in ("fraud", "credit")
+        args = {"transaction_id": target, "reason": reason}
+        if agreed is not None:
+            args["amount"] = disputed
+        gold = lookup + ([call("freeze_card", card_id=kid)] if reason == "fraud" else [])
+        gold.append(call("open_dispute", **args))
+        if credit:
+            gold.append(call("issue_provisional_credit", dispute_id=ids.next_dispute))
+        gold.append({"say": f"The dispute for {money(disputed)} is open; " +
+                     (f"{money(disputed)} is credited provisionally." if credit else
+                      "it is under $100.00, so no provisional credit.")})
+        checks = [{"id": "dispute-opened", "kind": "row", "table": "disputes",
+                   "where": {"transaction_id": target},
+                   "expect": {"reason": reason, "amount": disputed, "status": "open"}},
+                  {"id": "credit-per-policy", "kind": "python",
+                   "name": "provisional_credit_per_policy", "params": {"transaction_id": target}}]
+        allowed = [allow("disputes", {"transaction_id": target}),
+                   allow("transactions", {"id": target})]
+        if reason == "fraud":
+            checks.append({"id": "card-frozen-first", "kind": "python",
+                           "name": "fraud_card_frozen_first", "params": {"transaction_id": target}})
+            allowed.append(allow("cards", {"id": kid}))
+        if credit:
+            allowed += [allow("transactions", {"kind": "provisional_credit", "account_id": aid}),
+                        allow("accounts", {"id": aid})]
+        checks.append(only(*allowed))
+        tags = ["dispute", reason, "multi-write" if credit else "single-write"] + \
+            ([] if credit else ["policy-trap"])
+    init = {"customers": [c], "accounts": [account(aid, c["id"], "checking", balance, 2500.0)],
+            "cards": [card(kid, c["id"], aid, digit, 2000.0)], "transactions": txs,
+            "disputes": [{"id": ids.prior_dispute, "transaction_id": ids.tx(1), "account_id": aid,
+                          "reason": "duplicate", "amount": 31.5, "status": "resolved_merchant",
+                          "provisional_credit": 0.0, "card_status_at_open": "active", "note": None,
+                          "opened_at": "2025-08-30T10:00:00"}]}
+    return task("dispute", n, tags, user, init, gold, checks)
+
+
+def travel_notice(rng: random.Random, ids: Ids, n: int) -> dict:
+    c = person(rng, ids, rng.choice((1, 2, 3)))
+    aid, kid = ids.account(1), ids.card(1)
+    digit, = last4s(rng, 1)
+    country = rng.choice(COUNTRIES)
+    start = TODAY + timedelta(days=rng.randint(3, 45))
+    too_long = n % 2 == 0
+    end = start + timedelta(days=rng.randint(95, 160) if too_long else rng.randint(4, 85))
+    agreed = start + timedelta(days=rng.randint(30, 90)) if too_long else end
+    intro, who, find = identify(rng, c)
+    later = (f" If told the notice is limited, ask to cover {start.isoformat()} to "
+             f"{agreed.isoformat()} instead." if too_long else "")
+    user = {"instruction": f"{intro} You will be in {country} from "
+                           f"{start.isoformat()} to {end.isoformat()} and want a travel notice on "
+                           f"your card ending {digit}.{later}",
+            "opening": f"I'm going to {country} from {start.isoformat()} to {end.isoformat()}. "
+                       "Please add a travel notice.",
+            "script": [f"{who}, card ending {digit}.",
+                       f"Then cover {start.isoformat()} to {agreed.isoformat()}. Yes." if too_long
+                       else "Yes, please."]}
+    gold = [find, call("get_customer", customer_id=c["id"])]
+    if too_long:
+        gold.append({"say": "Travel notices can cover at most 90 days. Which dates should I "
+                            "cover?"})
+    gold += [call("add_travel_notice", card_id=kid, destination=country,
+                  start_date=start.isoformat(), end_date=agreed.isoformat()),
+             {"say": f"Your notice covers {start.isoformat()} to {agreed.isoformat()}."}]
+    checks = [{"id": "notice", "kind": "row", "table": "travel_notices", "where": {"card_id": kid},
+               "expect": {"start_date": start.isoformat(), "end_date": agreed.isoformat()}},
+              only(allow("travel_notices", {"card_id": kid}))]
+    init = {"customers": [c], "accounts": [account(aid, c["id"], "checking", 2600.0, 2500.0)],
+            "cards": [card(kid, c["id"], aid, digit, 1000.0)]}
+    tags = ["travel"] + (["policy-trap", "user-info"] if too_long else ["single-write"])
+    return task("travel-notice", n, tags, user, init, gold, checks)
+
+
+TEMPLATES = (freeze_card, replace_card, card_limit, transfer, dispute, travel_notice)
+
+
+def generate() -> list[dict]:
+    rng = random.Random(SEED)
+    tasks, number = [], 0
+    for template in TEMPLATES:
+        for n in range(1, PER_TEMPLATE + 1):
+            number += 1
+            tasks.append(template(rng, Ids(number), n))
+    return tasks
+
+
+if __name__ == "__main__":
+    for t in generate():
+        print(json.dumps(t, ensure_ascii=False))
