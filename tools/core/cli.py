@@ -34,6 +34,20 @@ def run(cli: click.Command) -> Callable[[], None]:
     return main
 
 
+class DefaultGroup(click.Group):
+    """A group whose first argument, when it is not a subcommand, goes to the default one:
+    `grade FILE` means `grade score FILE`."""
+
+    def __init__(self, *args, default: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.default = default
+
+    def parse_args(self, ctx, args):
+        if not args or (args[0] not in self.commands and args[0] not in ("-h", "--help")):
+            args.insert(0, self.default)
+        return super().parse_args(ctx, args)
+
+
 verbose_option = click.option(
     "-v", "--verbose", is_flag=True, expose_value=False, help="Show tracebacks of internal errors."
 )

@@ -6,24 +6,13 @@ import sys
 
 import click
 
-from endstate.core.cli import domains_option, env_domain_dirs, run, skip_invalid_option, verbose_option
+from endstate.core.cli import DefaultGroup, domains_option, env_domain_dirs, run, skip_invalid_option, verbose_option
 from endstate.core.domain import Domains
 from endstate.core.errors import EndstateError, ExitCode
 from endstate.core.records import SkipLog, fail, read_jsonl, write_jsonl
 from endstate.grade.grader import Grader, TaskIndex, builtin_task_files
 from endstate.grade.judge import Judge
 from endstate.grade.validate import validate_task
-
-
-class DefaultGroup(click.Group):
-    """`grade FILE...` means `grade score FILE...`; `grade validate ...` is the other subcommand."""
-
-    def parse_args(self, ctx, args):
-        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
-            args.insert(0, "score")
-        elif not args:
-            args.insert(0, "score")
-        return super().parse_args(ctx, args)
 
 
 def judge_options(fn):
@@ -36,7 +25,7 @@ def judge_options(fn):
     return fn
 
 
-@click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=DefaultGroup, default="score", context_settings={"help_option_names": ["-h", "--help"]})
 def cli():
     """Grade episodes by the end state of their database, or validate tasks.
 

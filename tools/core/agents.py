@@ -1,0 +1,281 @@
+"""Agent backends. Each gives an episode a session with two moves: `act()` (one model call,
+interpreted) and `observe(messages)` (tool results or a user reply).
+
+- chat:        OpenAI-compatible chat completions with native tools (hosted models, vLLM + parser).
+- completions: token-in/token-out against an OpenAI-compatible completions endpoint: endstate
+               renders the prompt with the chat template and parses the raw text itself.
+- local:       in-process transformers generation, batched across episodes (see local_model).
+
+Endpoint failures (timeouts, 5xx, connection resets, rate limits) are retried with bounded
+exponential backoff; after the bound the session raises EndpointFailure and the episode becomes
+`system_error`, never reward 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from endstate.core.domain import Domain
+from endstate.core.interpret import Parsed, ToolCall, coerce_arguments, parse, render_call, render_system
+from endstate.core.local_model import Generation, Sampling
+from endstate.core.trace import ChatTemplate, TokenTrace
+
+
+class EndpointFailure(Exception):
+    def __init__(self, kind: str, message: str, attempts: int):
+        super().__init__(message)
+        self.kind, self.message, self.attempts = kind, message, attempts
+
+
+class ContextOverflow(Exception):
+    """The next prompt would not fit: the episode ends, nothing is truncated."""
+
+
+@dataclass
+class RetryPolicy:
+    attempts: int = 4  # calls in all, first included
+    base_delay: float = 0.5
+    max_delay: float = 8.0
+
+
+def failure_kind(error: Exception) -> str | None:
+    """How an endpoint error is named in `error.kind`, or None when retrying cannot help."""
+    import openai
+
+    if isinstance(error, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(error, openai.APIConnectionError):
+        return "connection"
+    if isinstance(error, openai.RateLimitError):
+        return "rate_limit"
+    if isinstance(error, openai.InternalServerError) or (
+            isinstance(error, openai.APIStatusError) and error.status_code >= 500):
+        return "http_5xx"
+    return None
+
+
+class Endpoints:
+    """One or more OpenAI-compatible base URLs; calls rotate over them, retries move on."""
+
+    def __init__(self, base_urls: list[str], api_key: str, timeout: float, retry: RetryPolicy):
+        from openai import AsyncOpenAI
+
+        self.clients = [AsyncOpenAI(base_url=u, api_key=api_key, timeout=timeout, max_retries=0)
+                        for u in base_urls]
+        self.retry = retry
+        self._next = itertools.count()
+        self.retries = 0  # across the run, for the logs
+
+    async def call(self, fn: Callable[[Any], Awaitable[Any]]) -> Any:
+        start = next(self._next)
+        for attempt in range(self.retry.attempts):
+            client = self.clients[(start + attempt) % len(self.clients)]
+            try:
+                return await fn(client)
+            except Exception as e:  # noqa: BLE001 - classified below
+                kind = failure_kind(e)
+                if kind is None:
+                    if "context" in str(e).lower() and "length" in str(e).lower():
+                        raise ContextOverflow(str(e)) from e
+                    raise
+                if attempt + 1 == self.retry.attempts:
+                    raise EndpointFailure(kind, f"{type(e).__name__}: {e}", attempt + 1) from e
+                self.retries += 1
+                delay = min(self.retry.max_delay, self.retry.base_delay * 2 ** attempt)
+                await asyncio.sleep(delay * (0.5 + random.random() / 2))  # jittered backoff
+        raise AssertionError("unreachable")
+
+
+@dataclass
+class Turn:
+    parsed: Parsed
+    raw: str | None  # the raw completion text (token-level backends, or chat content)
+    usage: dict[str, int]
+    trace_turn: dict[str, Any] | None = None  # prompt/completion ids and logprobs
+
+
+def _parameters(tool_specs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {s["function"]["name"]: s["function"]["parameters"] for s in tool_specs}
+
+
+@dataclass
+class FewShot:
+    """Example turns shown before the real conversation: a user asks, the assistant calls a tool,
+    the tool answers, the assistant replies. They are part of the prompt, never of the transcript."""
+
+    user: str
+    tool: str
+    arguments: dict[str, Any]
+    result: Any
+    reply: str
+
+    def messages(self, i: int) -> list[dict[str, Any]]:
+        call_id = f"example_{i}"
+        return [
+            {"role": "user", "content": self.user},
+            {"role": "assistant", "content": render_call(self.tool, self.arguments),
+             "tool_calls": [{"id": call_id, "type": "function", "function": {
+                 "name": self.tool, "arguments": orjson.dumps(self.arguments).decode()}}]},
+            {"role": "tool", "tool_call_id": call_id, "name": self.tool,
+             "content": orjson.dumps(self.result).decode()},
+            {"role": "assistant", "content": self.reply},
+        ]
+
+
+# -- chat ----------------------------------------------------------------------------------------
+
+def few_shot_of(domain: Domain) -> list[FewShot]:
+    """The domain's example turns (`EXAMPLES` in its tools.py), if it has any."""
+    return [FewShot(**e) for e in getattr(domain.tools_module, "EXAMPLES", [])]
+
+
+@dataclass
+class ChatSession:
+    endpoints: Endpoints
+    model: str
+    sampling: Sampling
+    seed: int
+    tool_specs: list[dict[str, Any]]
+    system: str
+    examples: list[FewShot]
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+    def begin(self, messages: list[dict[str, Any]]) -> None:
+        """`messages` is [system, opening]; the examples go between them (tools are native here)."""
+        shots = [{k: v for k, v in m.items() if not (m["role"] == "assistant" and "tool_calls" in m
+                                                     and k == "content")}
+                 for i, e in enumerate(self.examples) for m in e.messages(i)]
+        self.messages = [messages[0], *shots, *messages[1:]]
+
+    async def act(self) -> Turn:
+        async def call(client):
+            return await client.chat.completions.create(
+                model=self.model, messages=self.messages, tools=self.tool_specs or None,
+                temperature=self.sampling.temperature, top_p=self.sampling.top_p,
+                max_tokens=self.sampling.max_new_tokens, seed=self.seed)
+
+        response = await self.endpoints.call(call)
+        message = response.choices[0].message
+        params = _parameters(self.tool_specs)
+        calls, errors = [], []
+        for tc in message.tool_calls or []:
+            try:
+                args = orjson.loads(tc.function.arguments or "{}")
+                if not isinstance(args, dict):
+                    raise ValueError("arguments are not an object")
+                calls.append(ToolCall(tc.function.name, coerce_arguments(args, params.get(tc.function.name))))
+            except ValueError as e:
+                errors.append(f"unreadable arguments for {tc.function.name}: {e}")
+        reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
+        content = message.content or ""
+        if not calls:  # a server without a tool parser leaves the calls in the text
+            parsed = parse(content, params)
+            if reasoning and not parsed.reasoning:
+                parsed.reasoning = reasoning
+        else:
+            parsed = Parsed(parse(content).content, reasoning, calls, "; ".join(errors) or None)
+        self.messages.append(message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"}))
+        usage = response.usage
+        return Turn(parsed, content, {"prompt_tokens": usage.prompt_tokens if usage else 0,
+                                      "completion_tokens": usage.completion_tokens if usage else 0})
+
+    def observe(self, messages: list[dict[str, Any]]) -> None:
+        self.messages += [{k: m[k] for k in ("role", "content", "tool_call_id", "name") if k in m}
+                          for m in messages]
+
+
+# -- token level: local and completions -----------------------------------------------------------
+
+@dataclass
+class TokenSession:
+    template: ChatTemplate
+    sample: Callable[[list[int]], Awaitable[Generation]]
+    sampling: Sampling
+    max_context: int
+    tool_specs: list[dict[str, Any]]
+    system: str
+    examples: list[FewShot]
+    trace: TokenTrace = field(default_factory=TokenTrace)
+    _last_finished: bool = True
+
+    def begin(self, messages: list[dict[str, Any]]) -> None:
+        """`messages` is [system, opening]; the examples go between them, rendered as text."""
+        shots = [m for i, e in enumerate(self.examples) for m in e.messages(i)]
+        self.trace.append_prompt(self.template.first_prompt([messages[0], *shots, *messages[1:]]))
+
+    async def act(self) -> Turn:
+        if self.trace.length + self.sampling.max_new_tokens > self.max_context:
+            raise ContextOverflow(f"{self.trace.length} prompt tokens + {self.sampling.max_new_tokens} "
+                                  f"new would exceed --max-context {self.max_context}")
+        prompt = self.trace.next_prompt()
+        generation = await self.sample(prompt)
+        self.trace.append_completion(generation.ids, generation.logprobs)
+        self._last_finished = generation.finished
+        text = self.template.tokenizer.decode(generation.ids, skip_special_tokens=True)
+        return Turn(parse(text, _parameters(self.tool_specs)), text,
+                    {"prompt_tokens": len(prompt), "completion_tokens": len(generation.ids)},
+                    self.trace.turns[-1])
+
+    def observe(self, messages: list[dict[str, Any]]) -> None:
+        self.trace.append_prompt(self.template.delta(messages, self._last_finished))
+
+
+def completions_sampler(endpoints: Endpoints, model: str, sampling: Sampling, seed: int,
+                        eos_id: int) -> Callable[[list[int]], Awaitable[Generation]]:
+    """Token ids in, token ids and logprobs out, from a vLLM-style completions endpoint."""
+
+    async def sample(prompt: list[int]) -> Generation:
+        async def call(client):
+            return await client.completions.create(
+                model=model, prompt=prompt, max_tokens=sampling.max_new_tokens,
+                temperature=sampling.temperature, top_p=sampling.top_p, seed=seed, logprobs=1,
+                extra_body={"return_token_ids": True, "skip_special_tokens": False})
+
+        choice = (await endpoints.call(call)).choices[0]
+        ids = getattr(choice, "token_ids", None) or (choice.model_extra or {}).get("token_ids")
+        if ids is None:
+            raise EndpointFailure("protocol", "the completions endpoint returned no token_ids; "
+                                  "endstate needs vLLM's return_token_ids", 1)
+        logprobs = list(choice.logprobs.token_logprobs) if choice.logprobs else None
+        # Without the end-of-turn token the next delta supplies it, masked: it was not sampled.
+        return Generation(list(ids), logprobs, finished=bool(ids) and ids[-1] == eos_id)
+
+    return sample
+
+
+# -- backends: what an episode opens a session on -------------------------------------------------
+
+@dataclass
+class ChatBackend:
+    endpoints: Endpoints
+    model: str
+    sampling: Sampling
+    seed: int = 0
+    few_shot: bool = True
+
+    def open(self, domain: Domain, tool_specs: list[dict[str, Any]]) -> ChatSession:
+        return ChatSession(self.endpoints, self.model, self.sampling, self.seed, tool_specs,
+                           domain.policy, few_shot_of(domain) if self.few_shot else [])
+
+
+@dataclass
+class TokenBackend:
+    """local and completions: the same session, a different sampler."""
+
+    template: ChatTemplate
+    sample: Callable[[list[int]], Awaitable[Generation]]
+    sampling: Sampling
+    max_context: int
+    few_shot: bool = True
+
+    def open(self, domain: Domain, tool_specs: list[dict[str, Any]]) -> TokenSession:
+        return TokenSession(self.template, self.sample, self.sampling, self.max_context, tool_specs,
+                            render_system(domain.policy, tool_specs),
+                            few_shot_of(domain) if self.few_shot else [])

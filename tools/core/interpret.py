@@ -1,0 +1,168 @@
+"""The one interpretation of model output, shared by rollout, probe and grpo.
+
+Renders tool specs into the system prompt (for chat templates that ignore `tools`, like
+SmolLM2's), parses hermes-style `<tool_call>{json}</tool_call>` and Qwen3 XML
+`<tool_call><function=NAME><parameter=P>value</parameter></function></tool_call>` calls and
+`<think>` reasoning, and coerces string arguments to the tool schema's types. `parse` never raises:
+output it cannot read becomes a plain text turn with `parse_error` set.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+INTERPRETER_VERSION = "1"
+
+_THINK_BLOCK = re.compile(r"<think>(.*?)(?:</think>|\Z)", re.S)
+_TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
+_XML_FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|\Z)", re.S)
+_XML_PARAMETER = re.compile(r"<parameter=([^>\s]+)>(.*?)(?:</parameter>|(?=<parameter=)|\Z)", re.S)
+
+TOOLS_PREAMBLE = """# Tools
+
+You may call one or more functions to assist with the user query.
+
+You are provided with function signatures within <tools></tools> XML tags:
+<tools>
+{tools}
+</tools>
+
+For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:
+<tool_call>
+{{"name": <function-name>, "arguments": <args-json-object>}}
+</tool_call>
+When you have what you need, answer the user in plain text."""
+
+
+@dataclass
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class Parsed:
+    content: str  # what the user sees: no reasoning, no tool-call markup
+    reasoning: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    parse_error: str | None = None
+
+
+def render_system(policy: str, tool_specs: list[dict[str, Any]]) -> str:
+    """The system prompt: the domain policy, then the tools the agent may call."""
+    tools = "\n".join(orjson.dumps(spec).decode() for spec in tool_specs)
+    return f"{policy.strip()}\n\n{TOOLS_PREAMBLE.format(tools=tools)}"
+
+
+def render_call(name: str, arguments: dict[str, Any]) -> str:
+    """An assistant turn that calls a tool, exactly as `parse` reads it (used for few-shot turns)."""
+    return f"<tool_call>\n{orjson.dumps({'name': name, 'arguments': arguments}).decode()}\n</tool_call>"
+
+
+def render_tool_result(content: str) -> str:
+    """A tool result as a user turn, for chat templates without a tool role."""
+    return f"<tool_response>\n{content}\n</tool_response>"
+
+
+def split_reasoning(text: str) -> tuple[str, str | None]:
+    """(visible text, reasoning). Handles a closing </think> without an opening tag (templates that
+    prefill `<think>`) and an unclosed `<think>` (generation cut off while thinking)."""
+    reasoning: list[str] = []
+    head, sep, tail = text.partition("</think>")
+    if sep and "<think>" not in head:
+        reasoning.append(head.strip())
+        text = tail
+    reasoning += [m.strip() for m in _THINK_BLOCK.findall(text)]
+    visible = _THINK_BLOCK.sub("", text)
+    return visible, ("\n".join(r for r in reasoning if r) or None) if reasoning else None
+
+
+def _decode_json_call(body: str) -> ToolCall:
+    body = body.strip()
+    start = body.find("{")
+    if start < 0:
+        raise ValueError("no JSON object")
+    obj, _ = json.JSONDecoder().raw_decode(body[start:])  # tolerates trailing junk
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    name = obj.get("name")
+    args = obj.get("arguments", obj.get("parameters", {}))
+    if isinstance(args, str):
+        args = json.loads(args) if args.strip() else {}
+    if not isinstance(name, str) or not name:
+        raise ValueError('missing "name"')
+    if not isinstance(args, dict):
+        raise ValueError('"arguments" is not an object')
+    return ToolCall(name, args)
+
+
+def _decode_xml_call(body: str) -> ToolCall:
+    m = _XML_FUNCTION.search(body)
+    if not m:
+        raise ValueError("no <function=...>")
+    args = {p: v.strip("\n") for p, v in _XML_PARAMETER.findall(m.group(2))}
+    return ToolCall(m.group(1), args)
+
+
+def coerce(value: Any, schema: Mapping[str, Any]) -> Any:
+    """A string argument converted to the type the schema asks for, when it reads as one; any
+    other value, or a string that does not convert, is returned unchanged (validation reports it)."""
+    if not isinstance(value, str):
+        return value
+    for option in schema.get("anyOf", [schema]):
+        kind = option.get("type")
+        try:
+            if kind == "integer" and re.fullmatch(r"\s*-?\d+\s*", value):
+                return int(value)
+            if kind == "number" and re.fullmatch(r"\s*-?(\d+\.?\d*|\.\d+)([eE]-?\d+)?\s*", value):
+                return float(value)
+            if kind == "boolean" and value.strip().lower() in ("true", "false"):
+                return value.strip().lower() == "true"
+            if kind == "null" and value.strip().lower() in ("null", "none"):
+                return None
+            if kind in ("array", "object"):
+                decoded = json.loads(value)
+                if isinstance(decoded, list if kind == "array" else dict):
+                    return decoded
+            if kind == "string":
+                return value
+        except ValueError:
+            continue
+    return value
+
+
+def coerce_arguments(args: dict[str, Any], parameters: Mapping[str, Any] | None) -> dict[str, Any]:
+    props = (parameters or {}).get("properties", {})
+    return {k: coerce(v, props[k]) if k in props else v for k, v in args.items()}
+
+
+def parse(text: str, parameters: Mapping[str, Mapping[str, Any]] | None = None) -> Parsed:
+    """Interpret one raw completion. `parameters` maps tool name to its JSON-schema parameters,
+    used to coerce string arguments. Never raises."""
+    try:
+        return _parse(text, parameters or {})
+    except Exception as e:  # a bug here must not kill an episode; record it instead
+        return Parsed(content=text if isinstance(text, str) else "", parse_error=f"interpreter: {e!r}")
+
+
+def _parse(text: str, parameters: Mapping[str, Mapping[str, Any]]) -> Parsed:
+    visible, reasoning = split_reasoning(text)
+    calls, errors = [], []
+    for body in _TOOL_CALL.findall(visible):
+        try:
+            call = _decode_xml_call(body) if "<function=" in body else _decode_json_call(body)
+        except (ValueError, TypeError) as e:
+            errors.append(f"unreadable tool call {body.strip()[:80]!r}: {e}")
+            continue
+        call.arguments = coerce_arguments(call.arguments, parameters.get(call.name))
+        calls.append(call)
+    if errors and not calls:
+        return Parsed(content=visible.strip(), reasoning=reasoning, parse_error="; ".join(errors))
+    content = _TOOL_CALL.sub("", visible).strip()
+    return Parsed(content, reasoning, calls, "; ".join(errors) or None)

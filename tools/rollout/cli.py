@@ -1,0 +1,106 @@
+"""rollout: run agent episodes on tasks and write episode records (with their database diffs)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import click
+import orjson
+
+from endstate.core.cli import DefaultGroup, domains_option, env_domain_dirs, run, skip_invalid_option, verbose_option
+from endstate.core.domain import Domains
+from endstate.core.errors import ExitCode
+from endstate.core.interpret import parse
+from endstate.core.records import SkipLog, dumps, read_jsonl
+from endstate.rollout.options import run_options
+from endstate.rollout.runner import build_backend, done_keys, load_tasks, plan, run_all, shard_of
+
+
+@click.group(cls=DefaultGroup, default="run", context_settings={"help_option_names": ["-h", "--help"]})
+def cli():
+    """Run agent episodes, or audit how their output was interpreted.
+
+    \b
+      rollout tasks.jsonl -n 4 > episodes.jsonl     # same as: rollout run tasks.jsonl -n 4
+      rollout parity episodes.jsonl
+    """
+
+
+@cli.command("run")
+@click.argument("task_files", nargs=-1, type=click.Path(allow_dash=True))
+@click.option("-n", "--repeats", type=int, default=1, show_default=True, help="Attempts per task.")
+@click.option("--resume", type=click.Path(dir_okay=False),
+              help="Skip (task_id, attempt) keys already in this episodes file.")
+@run_options
+@domains_option
+@skip_invalid_option
+@verbose_option
+def run_cmd(task_files, repeats, resume, cfg, shard, domain_dirs, skip_invalid):
+    """Run each task REPEATS times and write one episode record per line to stdout.
+
+    Each episode gets a fresh sandbox; the record carries the transcript, the token trace
+    (token-level backends), usage, timing and the database diff that `grade` scores.
+
+    \b
+    Example:
+      rollout run tasks/bench/retail.jsonl -n 2 -j 4 > episodes.jsonl
+      grade episodes.jsonl | jq -c '{task_id, attempt, reward}'
+    """
+    skip = SkipLog() if skip_invalid else None
+    domains = Domains([*domain_dirs, *env_domain_dirs()])
+    tasks = shard_of(load_tasks(task_files, skip), shard)
+    keys = plan(tasks, repeats, done_keys(resume))
+    backend = build_backend(cfg)
+    out = sys.stdout.buffer
+
+    def write(task, episode):
+        out.write(dumps(episode))
+        out.flush()
+
+    asyncio.run(run_all(keys, cfg, domains, backend, write))
+    if skip:
+        skip.report()
+
+
+@cli.command()
+@click.argument("episodes", nargs=-1, type=click.Path(allow_dash=True))
+@verbose_option
+def parity(episodes):
+    """Re-interpret every recorded raw completion with this endstate's interpreter and compare
+    tool names, typed arguments, reasoning and text with what the episode recorded (what the
+    serving endpoint parsed, for the chat backend). Prints mismatches per turn; exit 1 if any.
+
+    \b
+    Example:
+      rollout parity episodes.jsonl && echo "training and serving read the model alike"
+    """
+    mismatches = turns = 0
+    domains = Domains(env_domain_dirs())
+    for loc, episode in read_jsonl(list(episodes), "episode"):
+        tools = domains[episode["domain"]].tools if episode["domain"] in domains.by_name else {}
+        params = {n: t.parameters for n, t in tools.items()}
+        for i, m in enumerate(episode["messages"]):
+            if m["role"] != "assistant" or m.get("raw") is None:
+                continue
+            turns += 1
+            again = parse(m["raw"], params)
+            recorded = [(c["function"]["name"], orjson.loads(c["function"]["arguments"]))
+                        for c in m.get("tool_calls", [])]
+            now = [(c.name, c.arguments) for c in again.tool_calls]
+            problems = []
+            if recorded != now:
+                problems.append(f"tool calls {recorded} != {now}")
+            if (m.get("reasoning") or None) != (again.reasoning or None):
+                problems.append("reasoning differs")
+            if (m.get("content") or None) != (again.content or None) and not recorded:
+                problems.append(f"text {m.get('content')!r} != {again.content!r}")
+            if problems:
+                mismatches += 1
+                click.echo(f"{loc}: {episode['episode_id']} message {i}: " + "; ".join(problems))
+    click.echo(f"parity: {turns} turn(s), {mismatches} mismatch(es)", err=True)
+    if mismatches:
+        sys.exit(ExitCode.FAILED)
+
+
+main = run(cli)

@@ -1,0 +1,171 @@
+"""One episode: a fresh sandbox, an agent session, a simulated user, until someone stops.
+
+The loop: the agent acts; its tool calls run in the sandbox and the results go back to it; a turn
+without tool calls goes to the user, whose reply goes back to the agent. It ends when the user
+stops (`user_stop`), the agent says nothing (`agent_done`), `max_turns` agent calls are spent, or
+the next prompt would overflow the context (`context_overflow`). Every ending is graded on the
+state it left. Endpoint failures after bounded retries make the episode a `system_error`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from endstate.core.agents import ChatBackend, ContextOverflow, EndpointFailure, Endpoints, TokenBackend
+from endstate.core.domain import Domain
+from endstate.core.sandbox import Sandbox
+
+STOP = "###STOP###"  # the simulated user's way of ending the conversation
+DEFAULT_MAX_TURNS = 30
+
+
+# -- simulated users ------------------------------------------------------------------------------
+
+@dataclass
+class ScriptedUser:
+    """The task's `script` replies in order, then STOP. Deterministic and offline."""
+
+    script: list[str]
+    usage: dict[str, int] = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
+    _next: int = 0
+
+    async def reply(self, messages: list[dict[str, Any]]) -> str:
+        if self._next >= len(self.script):
+            return STOP
+        self._next += 1
+        return self.script[self._next - 1]
+
+
+USER_SYSTEM = """You are a customer talking to a customer-service agent. Stay in character and
+follow your private instructions below; reveal details only when the agent asks for them. Write one
+short message at a time. When your request is handled, or cannot be, reply with exactly {stop}.
+
+<instructions>
+{instruction}
+</instructions>"""
+
+
+@dataclass
+class LLMUser:
+    """An LLM plays the user, holding the task's private instruction. It sees what the agent said
+    to it, never the agent's reasoning or tool traffic."""
+
+    endpoints: Endpoints
+    model: str
+    instruction: str
+    seed: int = 0
+    usage: dict[str, int] = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
+
+    async def reply(self, messages: list[dict[str, Any]]) -> str:
+        # Roles swap: the agent's visible words are the "user" of this model.
+        convo = [{"role": "system", "content": USER_SYSTEM.format(stop=STOP, instruction=self.instruction)}]
+        for m in messages:
+            if m["role"] == "user":
+                convo.append({"role": "assistant", "content": m["content"]})
+            elif m["role"] == "assistant" and m.get("content"):
+                convo.append({"role": "user", "content": m["content"]})
+
+        async def call(client):
+            return await client.chat.completions.create(model=self.model, messages=convo,
+                                                        temperature=0.7, max_tokens=256, seed=self.seed)
+
+        response = await self.endpoints.call(call)
+        if response.usage:
+            self.usage["prompt_tokens"] += response.usage.prompt_tokens
+            self.usage["completion_tokens"] += response.usage.completion_tokens
+        text = (response.choices[0].message.content or "").strip()
+        return STOP if STOP in text or not text else text
+
+
+# -- the loop -------------------------------------------------------------------------------------
+
+@dataclass
+class EpisodeSpec:
+    task: dict[str, Any]
+    domain: Domain
+    attempt: int
+    policy: dict[str, Any]  # model, backend, sampling, seed, interpreter: recorded as is
+    max_turns: int | None = None
+
+
+async def run_episode(spec: EpisodeSpec, backend: ChatBackend | TokenBackend,
+                      user: ScriptedUser | LLMUser,
+                      price: Callable[[dict[str, dict[str, int]]], float | None]) -> dict[str, Any]:
+    """Run one episode and return its record (schemas/episode.schema.json)."""
+    task, started = spec.task, time.perf_counter()
+    timing = {"model_s": 0.0, "tools_s": 0.0, "user_s": 0.0}
+    agent_usage = {"prompt_tokens": 0, "completion_tokens": 0}
+    with Sandbox(spec.domain, task.get("init"), task.get("tools")) as sandbox:
+        tool_specs = [t.schema for t in sandbox.tools.values()]
+        session = backend.open(spec.domain, tool_specs)
+        messages: list[dict[str, Any]] = [{"role": "system", "content": session.system},
+                                          {"role": "user", "content": task["user"]["opening"]}]
+        session.begin(messages)
+        status, error, termination = "ok", None, "max_turns"
+        turns: list[dict[str, Any]] = []
+        max_turns = spec.max_turns or task.get("max_turns", DEFAULT_MAX_TURNS)
+        try:
+            for n in range(max_turns):
+                t = time.perf_counter()
+                turn = await session.act()
+                timing["model_s"] += time.perf_counter() - t
+                for k in agent_usage:
+                    agent_usage[k] += turn.usage[k]
+                if turn.trace_turn is not None:
+                    turns.append(turn.trace_turn)
+                p = turn.parsed
+                message: dict[str, Any] = {"role": "assistant", "content": p.content or None}
+                if p.reasoning:
+                    message["reasoning"] = p.reasoning
+                if turn.raw is not None:
+                    message["raw"] = turn.raw
+                if p.parse_error:
+                    message["parse_error"] = p.parse_error
+                calls = [(f"call_{n}_{i}", c) for i, c in enumerate(p.tool_calls)]
+                if calls:
+                    message["tool_calls"] = [{"id": cid, "type": "function", "function": {
+                        "name": c.name, "arguments": orjson.dumps(c.arguments).decode()}} for cid, c in calls]
+                messages.append(message)
+                if calls:
+                    t = time.perf_counter()
+                    results = [{"role": "tool", "tool_call_id": cid, "name": c.name,
+                                "content": sandbox.call(c.name, c.arguments).content} for cid, c in calls]
+                    timing["tools_s"] += time.perf_counter() - t
+                    messages += results
+                    session.observe(results)
+                    continue
+                if not p.content and not p.parse_error:
+                    termination = "agent_done"
+                    break
+                t = time.perf_counter()
+                reply = await user.reply(messages)
+                timing["user_s"] += time.perf_counter() - t
+                if reply == STOP:
+                    termination = "user_stop"
+                    break
+                messages.append({"role": "user", "content": reply})
+                session.observe(messages[-1:])
+        except ContextOverflow as e:
+            termination = "context_overflow"
+            messages.append({"role": "system", "content": f"[endstate] context overflow: {e}"})
+        except EndpointFailure as e:
+            status, termination = "system_error", None
+            error = {"kind": e.kind, "message": e.message, "attempts": e.attempts}
+        changes = sandbox.changes()
+        seed_digest = sandbox.seed_digest
+    usage = {"agent": agent_usage, "user": dict(user.usage)}
+    timing["total_s"] = time.perf_counter() - started
+    return {
+        "episode_id": f"{task['id']}/{spec.attempt}/{uuid.uuid4().hex[:8]}",
+        "task_id": task["id"], "domain": spec.domain.name, "attempt": spec.attempt,
+        "policy": spec.policy, "status": status, "error": error, "termination": termination,
+        "messages": messages, "turns": turns, "changes": changes, "seed_digest": seed_digest,
+        "usage": usage, "cost_usd": price(usage), "timing": {k: round(v, 4) for k, v in timing.items()},
+    }
+

@@ -1,0 +1,234 @@
+"""What rollout and probe share: building the agent backend from flags, choosing the
+(task, attempt) keys to run (shards, resume), and running episodes concurrently."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from endstate.core.agents import ChatBackend, Endpoints, RetryPolicy, TokenBackend, completions_sampler
+from endstate.core.domain import Domains
+from endstate.core.errors import EndstateError
+from endstate.core.interpret import INTERPRETER_VERSION
+from endstate.core.local_model import EMBEDDED, LocalGenerator, Sampling, load, resolve_model
+from endstate.core.records import Loc, fail, SkipLog
+from endstate.core.trace import ChatTemplate
+from endstate.rollout.episode import EpisodeSpec, LLMUser, ScriptedUser, run_episode
+
+BACKENDS = ("local", "completions", "chat")
+
+
+@dataclass
+class RunConfig:
+    backend: str = "local"
+    model: str = EMBEDDED
+    tokenizer: str | None = None
+    agent_urls: list[str] = field(default_factory=list)
+    api_key: str = "EMPTY"
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    max_context: int = 8192
+    max_turns: int | None = None
+    seed: int = 0
+    jobs: int = 8
+    timeout: float = 60.0
+    retries: int = 4
+    few_shot: bool = True
+    device: str = "cpu"
+    user: str = "scripted"
+    user_urls: list[str] = field(default_factory=list)
+    user_model: str | None = None
+    prices: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def sampling(self) -> Sampling:
+        return Sampling(self.max_new_tokens, self.temperature, self.top_p)
+
+    def policy(self) -> dict[str, Any]:
+        return {"model": self.model, "backend": self.backend, "seed": self.seed,
+                "sampling": {"temperature": self.temperature, "top_p": self.top_p,
+                             "max_new_tokens": self.max_new_tokens},
+                "interpreter": INTERPRETER_VERSION, "few_shot": self.few_shot}
+
+
+def build_backend(cfg: RunConfig, model_and_tokenizer=None) -> ChatBackend | TokenBackend:
+    """The agent backend for `cfg`. `model_and_tokenizer` lets grpo pass its live policy."""
+    retry = RetryPolicy(attempts=cfg.retries)
+    if cfg.backend == "chat":
+        if not cfg.agent_urls:
+            raise EndstateError("--backend chat needs --agent-url (or ENDSTATE_AGENT_URLS)")
+        return ChatBackend(Endpoints(cfg.agent_urls, cfg.api_key, cfg.timeout, retry), cfg.model,
+                           cfg.sampling, cfg.seed, cfg.few_shot)
+    if cfg.backend == "completions":
+        if not cfg.agent_urls:
+            raise EndstateError("--backend completions needs --agent-url (or ENDSTATE_AGENT_URLS)")
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.tokenizer or EMBEDDED))
+        sample = completions_sampler(Endpoints(cfg.agent_urls, cfg.api_key, cfg.timeout, retry),
+                                     cfg.model, cfg.sampling, cfg.seed, tokenizer.eos_token_id)
+        return TokenBackend(ChatTemplate(tokenizer), sample, cfg.sampling, cfg.max_context, cfg.few_shot)
+    model, tokenizer = model_and_tokenizer or load(resolve_model(cfg.model), cfg.device)
+    generator = LocalGenerator(model, tokenizer, cfg.sampling, seed=cfg.seed, max_batch=cfg.jobs)
+    return TokenBackend(ChatTemplate(tokenizer), generator.submit, cfg.sampling, cfg.max_context,
+                        cfg.few_shot)
+
+
+def price_of(cfg: RunConfig) -> Callable[[dict[str, dict[str, int]]], float | None]:
+    """Cost of an episode's usage from --price MODEL=IN,OUT (USD per million tokens)."""
+    agent_price = cfg.prices.get(cfg.model)
+    user_price = cfg.prices.get(cfg.user_model or "")
+
+    def price(usage: dict[str, dict[str, int]]) -> float | None:
+        total, known = 0.0, False
+        for role, p in (("agent", agent_price), ("user", user_price)):
+            if p and role in usage:
+                known = True
+                total += (usage[role]["prompt_tokens"] * p[0] + usage[role]["completion_tokens"] * p[1]) / 1e6
+        return round(total, 8) if known else None
+
+    return price
+
+
+def make_user(cfg: RunConfig, task: dict[str, Any]) -> ScriptedUser | LLMUser:
+    if cfg.user == "scripted":
+        return ScriptedUser(list(task["user"].get("script", [])))
+    endpoints = Endpoints(cfg.user_urls, cfg.api_key, cfg.timeout, RetryPolicy(attempts=cfg.retries))
+    return LLMUser(endpoints, cfg.user_model, task["user"]["instruction"], seed=cfg.seed)
+
+
+# -- which keys to run ------------------------------------------------------------------------------
+
+def parse_shard(value: str | None) -> tuple[int, int]:
+    if not value:
+        return 0, 1
+    try:
+        i, n = (int(x) for x in value.split("/"))
+        assert 0 <= i < n
+    except (ValueError, AssertionError):
+        raise click.BadParameter(f"{value!r}: use I/N with 0 <= I < N, e.g. 3/16") from None
+    return i, n
+
+
+def shard_of(tasks: list[dict[str, Any]], shard: tuple[int, int]) -> list[dict[str, Any]]:
+    i, n = shard
+    return [t for k, t in enumerate(tasks) if k % n == i]
+
+
+def done_keys(path: str | None) -> set[tuple[str, int]]:
+    """(task_id, attempt) keys already in a resume file (attempt or episode records)."""
+    if not path or not os.path.exists(path):
+        return set()
+    keys = set()
+    with open(path, "rb") as fh:
+        data = fh.read()
+    lines = data.split(b"\n")
+    for n, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            record = orjson.loads(raw)
+            keys.add((record["task_id"], record["attempt"]))
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            if n == len(lines):  # killed mid-write: the last line is cut off, and not counted
+                click.echo(f"{path}:{n}: ignoring a partial last line", err=True)
+                continue
+            raise EndstateError(f"{path}:{n}: not a record with task_id and attempt; "
+                                "--resume takes this tool's own output") from None
+    return keys
+
+
+def repair_tail(path: str) -> None:
+    """Cut a partial last line (a run killed mid-write) so appended lines stay valid JSONL."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return
+    with open(path, "rb+") as fh:
+        data = fh.read()
+        if not data.endswith(b"\n"):
+            fh.truncate(data.rfind(b"\n") + 1)
+            click.echo(f"{path}: removed a partial last line left by an interrupted run", err=True)
+
+
+def plan(tasks: list[dict[str, Any]], n: int, skip: set[tuple[str, int]]) -> list[tuple[dict, int]]:
+    return [(t, a) for t in tasks for a in range(n) if (t["id"], a) not in skip]
+
+
+def load_tasks(paths: Iterable[str], skip: SkipLog | None) -> list[dict[str, Any]]:
+    from endstate.core.records import read_jsonl
+
+    tasks, seen = [], {}
+    for loc, task in read_jsonl(list(paths), "task", skip=skip):
+        if task["id"] in seen:
+            fail(loc, f"task id {task['id']!r} repeats {seen[task['id']]}", skip)
+            continue
+        seen[task["id"]] = Loc(loc.file, loc.line)
+        tasks.append(task)
+    return tasks
+
+
+# -- running --------------------------------------------------------------------------------------
+
+class Progress:
+    """episodes done, episodes/s, system errors: on stderr, only when it is a terminal."""
+
+    def __init__(self, total: int, what: str):
+        self.bar = None
+        if sys.stderr.isatty() and total:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="ep", desc=what, file=sys.stderr)
+        self.errors = 0
+
+    def update(self, episode: dict[str, Any]) -> None:
+        self.errors += episode["status"] == "system_error"
+        if self.bar:
+            self.bar.update(1)
+            self.bar.set_postfix(system_errors=self.errors)
+
+    def close(self) -> None:
+        if self.bar:
+            self.bar.close()
+
+
+async def run_all(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains,
+                  backend: ChatBackend | TokenBackend,
+                  on_episode: Callable[[dict[str, Any], dict[str, Any]], Awaitable[None] | None],
+                  what: str = "episodes") -> None:
+    """Run every (task, attempt) with at most cfg.jobs in flight; `on_episode(task, episode)` is
+    called as each finishes (its output is written there, one line at a time)."""
+    gate = asyncio.Semaphore(cfg.jobs)
+    progress = Progress(len(keys), what)
+    price = price_of(cfg)
+    policy = cfg.policy()
+
+    async def one(task: dict[str, Any], attempt: int) -> None:
+        async with gate:
+            spec = EpisodeSpec(task, domains[task["domain"]], attempt, policy, cfg.max_turns)
+            episode = await run_episode(spec, backend, make_user(cfg, task), price)
+        result = on_episode(task, episode)
+        if asyncio.iscoroutine(result):
+            await result
+        progress.update(episode)
+
+    try:
+        await asyncio.gather(*(one(t, a) for t, a in keys))
+    finally:
+        progress.close()
+
+
+def episodes_path_writer(path: str | None):
+    """An append-mode writer for --episodes FILE, repaired first if a killed run cut a line."""
+    if not path:
+        return None
+    repair_tail(path)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "ab")
