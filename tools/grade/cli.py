@@ -12,6 +12,7 @@ from endstate.core.errors import EndstateError, ExitCode
 from endstate.core.records import SkipLog, fail, read_jsonl, write_jsonl
 from endstate.grade.grader import Grader, TaskIndex, builtin_task_files
 from endstate.grade.judge import Judge
+from endstate.grade.listing import count, listing, matches, summary_table
 from endstate.grade.validate import validate_task
 
 
@@ -31,7 +32,8 @@ def cli():
 
     \b
       grade episodes.jsonl > graded.jsonl          # same as: grade score episodes.jsonl
-      grade validate --tasks my_tasks.jsonl        # prove tasks sound
+      grade validate my_tasks.jsonl                # prove tasks sound
+      grade tasks --summary                        # count the built-in tasks
     """
 
 
@@ -122,6 +124,61 @@ def validate(task_files, domain_dirs, judge_model, judge_base_url, judge_cache, 
     click.echo(f"validated {n} task(s): {n - len(unsound)} sound, {len(unsound)} unsound", err=True)
     if unsound or (skip and skip.entries):
         sys.exit(ExitCode.FAILED)
+
+
+@cli.command()
+@click.argument("task_files", nargs=-1, type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option("--domain", "domain_names", multiple=True, help="Only tasks of this domain (repeatable: any of).")
+@click.option("--split", "splits", multiple=True, help="Only tasks of this split (repeatable: any of).")
+@click.option("--tag", "tags", multiple=True,
+              help="Only tasks with a tag matching this pattern, e.g. 'template:*' (repeatable: any of).")
+@click.option("--summary", is_flag=True, help="Print a table of task counts per domain × split instead.")
+@click.option("--full", is_flag=True, help="Write the task records themselves instead of listing lines.")
+@domains_option
+@skip_invalid_option
+@verbose_option
+def tasks(task_files, domain_names, splits, tags, summary, full, domain_dirs, skip_invalid):
+    """List tasks: one JSONL line per task with its id, domain, split, tags, number and kinds of
+    checks, gold calls (and how many write), max_turns and the user's opening.
+
+    Without TASK_FILES, lists the built-in suites. Filters combine: a task is listed when it
+    passes every given filter.
+
+    \b
+    Example:
+      grade tasks --domain retail --tag policy-trap | jq -r '[.id, .gold_writes] | @tsv'
+      grade tasks --split train --tag 'template:*' | jq -r '.tags[]' | grep template: | sort | uniq -c
+      grade tasks --summary
+      grade tasks --full --split bench --domain bank > bank_bench.jsonl
+    """
+    if summary and full:
+        raise click.UsageError("--summary and --full are alternatives; pass one of them")
+    skip = SkipLog() if skip_invalid else None
+    domains = Domains([*domain_dirs, *env_domain_dirs()])
+    selected = ((loc, t) for loc, t in read_jsonl(list(task_files) or builtin_task_files(domains),
+                                                   "task", skip=skip)
+                if matches(t, domain_names, splits, tags))
+    if summary:
+        click.echo(summary_table(count(t for _, t in selected)), nl=False)
+    elif full:
+        write_jsonl(t for _, t in selected)
+    else:
+        writing: dict[str, frozenset[str]] = {}
+
+        def lines():
+            for loc, t in selected:
+                if t["domain"] not in writing:
+                    try:
+                        tools = domains[t["domain"]].tools
+                    except EndstateError as e:
+                        fail(loc, e.message, skip)
+                        continue
+                    writing[t["domain"]] = frozenset(n for n, tool in tools.items() if tool.writes)
+                yield listing(t, writing[t["domain"]])
+
+        write_jsonl(lines())
+    if skip:
+        skip.report()
 
 
 main = run(cli)

@@ -1,0 +1,67 @@
+"""The built-in suites: bench is held out from train (by id and by content), and both are big
+enough. That every built-in task is sound is test_grade.py::test_validate_builtin_tasks_are_sound."""
+
+from collections import Counter
+
+import pytest
+
+from conftest import ROOT
+from endstate.bucket.pool import fingerprint
+from endstate.core.records import read_jsonl
+
+DOMAINS = ("retail", "travel", "support", "bank")
+SPLITS = ("bench", "train")
+
+
+@pytest.fixture(scope="module")
+def suites():
+    """split -> [(location, task)] from tasks/<split>/*.jsonl."""
+    return {split: list(read_jsonl([str(p) for p in sorted((ROOT / "tasks" / split).glob("*.jsonl"))],
+                                   "task"))
+            for split in SPLITS}
+
+
+def test_every_task_is_in_the_folder_of_its_split(suites):
+    for split, located in suites.items():
+        wrong = [str(loc) for loc, t in located if t.get("split") != split]
+        assert not wrong, f"tasks whose split is not {split!r}: {wrong}"
+
+
+def test_bench_and_train_share_no_task_id(suites):
+    bench = {t["id"]: loc for loc, t in suites["bench"]}
+    shared = [f"{loc}: {t['id']} (also {bench[t['id']]})" for loc, t in suites["train"] if t["id"] in bench]
+    assert not shared
+
+
+def test_bench_and_train_share_no_task_content(suites):
+    """Content = domain + normalized user instruction + checks (the fingerprint bucket uses to
+    drop benchmark tasks from a training pool), so a renamed copy is caught too."""
+    bench = {fingerprint(t): loc for loc, t in suites["bench"]}
+    shared = [f"{loc}: {t['id']} has the content of {bench[fingerprint(t)]}"
+              for loc, t in suites["train"] if fingerprint(t) in bench]
+    assert not shared
+
+
+def test_the_content_check_catches_a_renamed_and_reformatted_copy(suites):
+    _, task = suites["bench"][0]
+    copy = {**task, "id": "renamed", "split": "train", "tags": ["template:copy"],
+            "user": {**task["user"], "instruction": "  " + task["user"]["instruction"].upper() + "\n"}}
+    assert fingerprint(copy) == fingerprint(task)
+
+
+def test_suite_sizes(suites):
+    bench = Counter(t["domain"] for _, t in suites["bench"])
+    train = Counter(t["domain"] for _, t in suites["train"])
+    for domain in DOMAINS:
+        assert bench[domain] >= 25, f"{domain}: {bench[domain]} bench tasks, want at least 25"
+        assert train[domain] > 0, f"{domain}: no train tasks"
+    assert sum(bench.values()) >= 120
+    assert sum(train.values()) >= 400
+
+
+def test_train_covers_at_least_15_templates_one_per_task(suites):
+    templates = [[tag for tag in t.get("tags", []) if tag.startswith("template:")]
+                 for _, t in suites["train"]]
+    untagged = [str(loc) for (loc, _), tags in zip(suites["train"], templates) if len(tags) != 1]
+    assert not untagged, f"train tasks without exactly one template:* tag: {untagged[:5]}"
+    assert len({tags[0] for tags in templates}) >= 15

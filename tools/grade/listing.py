@@ -1,0 +1,72 @@
+"""`grade tasks`: list and count tasks. Pure functions over task records; the CLI reads and writes.
+
+A listing line is a compact view of one task, small enough to scan and to filter with jq:
+
+    {"id": ..., "domain": ..., "split": ..., "tags": [...], "checks": 3,
+     "check_kinds": ["absent", "said"], "gold_calls": 2, "gold_writes": 0, "max_turns": 30,
+     "opening": "Can I check out Iron Night?"}
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping
+from fnmatch import fnmatchcase
+from typing import Any
+
+MAX_TURNS_DEFAULT = 30  # schemas/task.schema.json: max_turns.default
+NO_SPLIT = "-"  # a task without `split`, in the summary table
+
+
+def matches(task: Mapping[str, Any], domains: Collection[str] = (), splits: Collection[str] = (),
+            tags: Collection[str] = ()) -> bool:
+    """True when the task passes every given filter. Values of one filter are alternatives (any
+    of them); `tags` are shell-style patterns (`template:*`) and match when any tag matches any."""
+    if domains and task["domain"] not in domains:
+        return False
+    if splits and task.get("split") not in splits:
+        return False
+    if tags and not any(fnmatchcase(t, p) for t in task.get("tags", []) for p in tags):
+        return False
+    return True
+
+
+def listing(task: Mapping[str, Any], writing_tools: Collection[str]) -> dict[str, Any]:
+    """The listing line of a task. `writing_tools`: the names of its domain's writing tools."""
+    calls = [s["tool"] for s in task.get("gold", []) if "tool" in s]
+    return {
+        "id": task["id"],
+        "domain": task["domain"],
+        "split": task.get("split"),
+        "tags": task.get("tags", []),
+        "checks": len(task["checks"]),
+        "check_kinds": sorted({c["kind"] for c in task["checks"]}),
+        "gold_calls": len(calls),
+        "gold_writes": sum(name in writing_tools for name in calls),
+        "max_turns": task.get("max_turns", MAX_TURNS_DEFAULT),
+        "opening": task["user"]["opening"],
+    }
+
+
+Counts = Counter[tuple[str, str]]  # (domain, split) -> number of tasks
+
+
+def count(tasks: Iterable[Mapping[str, Any]]) -> Counts:
+    """Tasks per (domain, split); a task without a split counts under NO_SPLIT."""
+    return Counter((t["domain"], t.get("split") or NO_SPLIT) for t in tasks)
+
+
+def summary_table(counts: Counts) -> str:
+    """Tasks per domain (rows) × split (columns), with totals; aligned plain text."""
+    domains = sorted({d for d, _ in counts})
+    splits = sorted({s for _, s in counts})
+    header = ["domain", *splits, "total"]
+    rows = [[d, *(counts[d, s] for s in splits), sum(counts[d, s] for s in splits)] for d in domains]
+    rows.append(["total", *(sum(counts[d, s] for d in domains) for s in splits), sum(counts.values())])
+    cells = [header, *([str(c) for c in row] for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    out = []
+    for row in cells:  # names left-aligned, counts right-aligned
+        padded = [row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:]))]
+        out.append("  ".join(padded).rstrip() + "\n")
+    return "".join(out)
