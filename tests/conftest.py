@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+# pytest -n 2 runs two workers on this 2-core box: one torch thread each, or OpenMP's spinning
+# threads oversubscribe the cores and generation slows down ~15x. Subprocesses inherit this.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Seeds are cached by content digest; keep the test run's cache out of the user's home.
 os.environ.setdefault("ENDSTATE_CACHE", os.path.join(tempfile.gettempdir(), "endstate-test-cache"))
 

@@ -1,56 +1,248 @@
 """A test double at the edge we do not own: a local HTTP server that plays an OpenAI-compatible
-chat-completions endpoint with scripted answers or injected faults. Loopback only, bounded."""
+endpoint (`/v1/chat/completions`, and `/v1/completions` the way vLLM answers with
+`return_token_ids`), with scripted answers, a scripted *policy*, a fixed latency and injected faults.
+
+It is not a model and not a server to deploy: it exists so tests and bench/ can drive rollout and
+probe over real HTTP. Loopback only, bounded: it binds 127.0.0.1, every injected hang is capped at
+MAX_HANG_S, idle keep-alive connections are dropped after IDLE_S, and it stops with its `with` block
+(or, run as a script for bench/, when its stdin closes).
+
+    with FakeEndpoint(policy=gold_policy(tasks), latency=0.1, faults=first(2, HTTP_503)) as ep:
+        probe --backend chat --agent-url {ep.base_url} ...
+        len(ep.requests)  # every request, faulted or not, in arrival order
+
+An asyncio server on its own thread (or process): hundreds of concurrent requests cost one
+coroutine each, not a thread each, so the double is never the bottleneck of a benchmark.
+"""
 
 from __future__ import annotations
 
-import json
+import asyncio
+import socket
+import struct
+import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Union
+
+import orjson
+
+MAX_HANG_S = 10.0  # an injected timeout never holds a connection longer than this
+IDLE_S = 30.0  # a keep-alive connection with no request for this long is closed
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An injected failure: `http` answers `status`; `timeout` says nothing for `hang_s` (past the
+    client's timeout) and then closes; `reset` closes the socket with a TCP RST."""
+
+    kind: str  # "http" | "timeout" | "reset"
+    status: int = 500
+    hang_s: float = 3.0
+
+
+HTTP_500, HTTP_503, RESET = Fault("http", 500), Fault("http", 503), Fault("reset")
+
+
+def hang(seconds: float) -> Fault:
+    return Fault("timeout", hang_s=min(seconds, MAX_HANG_S))
+
+
+# A chat reply: text, tool calls as (name, arguments) pairs, or a fault.
+ChatReply = Union[str, list[tuple[str, dict[str, Any]]], Fault]
+# A completions reply: generated token ids (logprob -0.5 each), optionally with their text, or a fault.
+CompletionReply = Union[list[int], tuple[list[int], str], Fault]
+Faults = Callable[[int], Union[Fault, None]]  # request number (from 0) -> fault to inject, or None
+
+
+def first(n: int, fault: Fault) -> Faults:
+    """The first `n` requests fail with `fault`; the rest go to the policy."""
+    return lambda i: fault if i < n else None
+
+
+def always(fault: Fault) -> Faults:
+    return lambda i: fault
+
+
+def gold_policy(tasks: Iterable[dict[str, Any]], done: str = "Done.") -> Callable[[dict], ChatReply]:
+    """A policy that performs each task's gold steps, one per model call, then says `done`.
+
+    The task is found by its opening message (bench openings are unique); step k is chosen by the
+    number of assistant turns since the opening, so the policy is a function of the conversation."""
+    by_opening = {t["user"]["opening"]: t["gold"] for t in tasks}
+
+    def policy(body: dict) -> ChatReply:
+        messages = body["messages"]
+        start = next((i for i, m in enumerate(messages)
+                      if m["role"] == "user" and m.get("content") in by_opening), None)
+        if start is None:
+            return "I cannot tell which task this is."
+        gold = by_opening[messages[start]["content"]]
+        k = sum(1 for m in messages[start:] if m["role"] == "assistant")
+        if k >= len(gold):
+            return done
+        step = gold[k]
+        return step["say"] if "say" in step else [(step["tool"], step["args"])]
+
+    return policy
+
+
+def _chat_payload(body: dict, reply: str | list[tuple[str, dict[str, Any]]]) -> dict:
+    message: dict[str, Any] = {"role": "assistant", "content": reply if isinstance(reply, str) else None}
+    if not isinstance(reply, str):
+        message["tool_calls"] = [{"id": f"call_{i}", "type": "function", "function": {
+            "name": name, "arguments": orjson.dumps(args).decode()}} for i, (name, args) in enumerate(reply)]
+    return {"id": "chatcmpl-double", "object": "chat.completion", "created": 0, "model": body.get("model"),
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "stop" if isinstance(reply, str) else "tool_calls"}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 1, "total_tokens": 101}}
+
+
+def _completion_payload(body: dict, reply: list[int] | tuple[list[int], str]) -> dict:
+    ids, text = (reply, "") if isinstance(reply, list) else reply
+    prompt = body.get("prompt")
+    prompt_ids = prompt if isinstance(prompt, list) else []
+    return {"id": "cmpl-double", "object": "text_completion", "created": 0, "model": body.get("model"),
+            "choices": [{"index": 0, "text": text, "token_ids": ids, "prompt_token_ids": prompt_ids,
+                         "finish_reason": "stop",
+                         "logprobs": {"tokens": [f"token_id:{t}" for t in ids],
+                                      "token_logprobs": [-0.5] * len(ids),
+                                      "top_logprobs": [None] * len(ids),
+                                      "text_offset": [0] * len(ids)}}],
+            "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": len(ids),
+                      "total_tokens": len(prompt_ids) + len(ids)}}
 
 
 class FakeEndpoint:
-    """`answers` are consumed in order: a string is the assistant's reply, an int an HTTP status."""
+    """`answers` (the old, simplest form) are consumed in order: a string is the assistant's reply,
+    an int an HTTP status; when they run out the answer is 500. Or give `policy(body) -> ChatReply`
+    and/or `completions(body) -> CompletionReply`. `faults(n)` is asked first for each request."""
 
-    def __init__(self, answers: list[str | int]):
-        self.answers = list(answers)
-        self.requests: list[dict] = []
-        endpoint = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                endpoint.requests.append(body)
-                answer = endpoint.answers.pop(0) if endpoint.answers else 500
-                if isinstance(answer, int):
-                    self.send_response(answer)
-                    self.end_headers()
-                    self.wfile.write(b'{"error": {"message": "injected fault"}}')
-                    return
-                payload = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                           "choices": [{"index": 0, "finish_reason": "stop",
-                                        "message": {"role": "assistant", "content": answer}}],
-                           "usage": {"prompt_tokens": 100, "completion_tokens": 1, "total_tokens": 101}}
-                data = json.dumps(payload).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+    def __init__(self, answers: list[str | int] | None = None, *,
+                 policy: Callable[[dict], ChatReply] | None = None,
+                 completions: Callable[[dict], CompletionReply] | None = None,
+                 latency: float = 0.0, faults: Faults | None = None, port: int = 0):
+        self.answers = list(answers or [])
+        self.policy, self.completions = policy, completions
+        self.latency, self.faults = latency, faults or (lambda i: None)
+        self.requests: list[dict] = []  # bodies, in arrival order (faulted ones too)
+        self.outcomes: list[str] = []  # per request: "ok", "http 500", "timeout", "reset"
+        self.port = port
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # -- deciding the answer ------------------------------------------------------------------
+
+    def _answer(self, path: str, body: dict) -> Fault | dict:
+        n = len(self.requests)
+        self.requests.append(body)
+        fault = self.faults(n)
+        if fault is None and self.answers and self.policy is None and path.endswith("/chat/completions"):
+            answer = self.answers.pop(0)
+            fault = Fault("http", answer) if isinstance(answer, int) else None
+            reply: Any = answer
+        elif fault is None and path.endswith("/chat/completions"):
+            reply = self.policy(body) if self.policy else Fault("http", 500)
+            fault = reply if isinstance(reply, Fault) else None
+        elif fault is None and path.endswith("/completions") and self.completions:
+            reply = self.completions(body)
+            fault = reply if isinstance(reply, Fault) else None
+        elif fault is None:
+            fault = Fault("http", 404 if path.endswith("/completions") else 500)
+        if fault is not None:
+            self.outcomes.append("http %d" % fault.status if fault.kind == "http" else fault.kind)
+            return fault
+        self.outcomes.append("ok")
+        return (_chat_payload if path.endswith("/chat/completions") else _completion_payload)(body, reply)
+
+    # -- HTTP/1.1 with keep-alive, by hand (requests are small and well-formed: ours) ---------
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_S)
+                request_line, *header_lines = head.decode("latin-1").split("\r\n")
+                headers = {k.strip().lower(): v.strip() for k, _, v in
+                           (h.partition(":") for h in header_lines if h)}
+                data = await reader.readexactly(int(headers.get("content-length", 0)))
+                path = request_line.split(" ")[1]
+                answer = self._answer(path, orjson.loads(data) if data else {})
+                if self.latency:
+                    await asyncio.sleep(self.latency)
+                if isinstance(answer, Fault) and answer.kind == "reset":
+                    sock = writer.get_extra_info("socket")
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    writer.transport.abort()
+                    return
+                if isinstance(answer, Fault) and answer.kind == "timeout":
+                    await asyncio.sleep(min(answer.hang_s, MAX_HANG_S))
+                    writer.close()
+                    return
+                if isinstance(answer, Fault):
+                    status, payload = answer.status, {"error": {"message": "injected fault",
+                                                                "type": "server_error"}}
+                else:
+                    status, payload = 200, answer
+                out = orjson.dumps(payload)
+                writer.write(b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (status, len(out), out))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError,
+                asyncio.CancelledError):  # cancelled: the double is stopping
+            pass
+        finally:
+            writer.close()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def _start(self) -> None:
+        self._server = await asyncio.start_server(self._connection, "127.0.0.1", self.port, backlog=2048)
+        self.port = self._server.sockets[0].getsockname()[1]
 
     def __enter__(self) -> FakeEndpoint:
-        self.thread.start()
+        self._loop = asyncio.new_event_loop()
+        started = threading.Event()
+
+        def serve() -> None:
+            asyncio.set_event_loop(self._loop)
+            self._loop.run_until_complete(self._start())
+            started.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=serve, name="openai-double", daemon=True)
+        self._thread.start()
+        started.wait(10)
         return self
 
     def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        async def stop() -> None:
+            self._server.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+
+def main(argv: list[str]) -> None:
+    """For bench/: `python tests/openai_double.py LATENCY_S TASKS.jsonl...` serves the gold policy
+    of those tasks, prints its base URL, and stops when stdin closes."""
+    latency, files = float(argv[0]), argv[1:]
+    tasks = [orjson.loads(line) for f in files for line in open(f, "rb") if line.strip()]
+    with FakeEndpoint(policy=gold_policy(tasks), latency=latency) as endpoint:
+        print(endpoint.base_url, flush=True)
+        sys.stdin.read()
+        print(f"served {len(endpoint.requests)} requests", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

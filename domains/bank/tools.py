@@ -23,6 +23,21 @@ from typing import Literal
 from endstate.core.tools import Db, ToolError, tool
 
 NOW = "2026-01-15T12:00:00"
+
+# Example turns shown to token-level agents before the conversation (few-shot). Small models emit
+# well-formed tool calls only after seeing a few. The entities are fictional: no task uses them.
+EXAMPLES = [
+    {"user": "Hi, I'm noor.aziz@example.com and I have a question about my card.",
+     "tool": "find_customer", "arguments": {"email": "noor.aziz@example.com"},
+     "result": {"customer_id": "C0000"}, "reply": "Thanks, I found your profile."},
+    {"user": "What's the balance of account A00002?",
+     "tool": "get_account", "arguments": {"account_id": "A00002"},
+     "result": {"id": "A00002", "balance": 1520.4, "status": "active"},
+     "reply": "Account A00002 has a balance of $1,520.40."},
+    {"user": "I lost card K00003, please freeze it now.",
+     "tool": "freeze_card", "arguments": {"card_id": "K00003"},
+     "result": {"card_id": "K00003", "status": "frozen"}, "reply": "Card K00003 is frozen."},
+]
 SYSTEM_MAX_SPENDING_LIMIT = 25000.0
 
 

@@ -15,13 +15,21 @@ NOW = "2026-01-15T12:00:00"
 RETURN_WINDOW_DAYS = 30
 
 # Example turns shown to token-level agents before the conversation (few-shot). Small models emit
-# well-formed tool calls only after seeing one. The entities are fictional: no task uses them.
+# well-formed tool calls only after seeing a few. The entities are fictional: no task uses them.
 EXAMPLES = [
     {"user": "Hi, I'm ella.moss@example.com. Where is my order W00001?",
      "tool": "find_customer", "arguments": {"email": "ella.moss@example.com"},
-     "result": {"customer_id": "C0000"},
-     "reply": "Thanks, I found your account. Let me look at order W00001."},
+     "result": {"customer_id": "C0000"}, "reply": "Thanks, I found your account."},
+    {"user": "Can you check order W00002 for me?",
+     "tool": "get_order", "arguments": {"order_id": "W00002"},
+     "result": {"id": "W00002", "status": "pending", "total": 12.5},
+     "reply": "Order W00002 is pending; its total is $12.50."},
+    {"user": "Please cancel order W00003, I ordered it by mistake. Yes, go ahead.",
+     "tool": "cancel_order", "arguments": {"order_id": "W00003", "reason": "ordered_by_mistake"},
+     "result": {"order_id": "W00003", "status": "cancelled"},
+     "reply": "Done: order W00003 is cancelled and refunded."},
 ]
+
 
 
 def _next_id(db: Db, table: str, prefix: str, width: int) -> str:

@@ -15,6 +15,21 @@ from typing import Literal
 from endstate.core.tools import Db, ToolError, tool
 
 NOW = "2026-01-15T12:00:00"
+
+# Example turns shown to token-level agents before the conversation (few-shot). Small models emit
+# well-formed tool calls only after seeing a few. The entities are fictional: no task uses them.
+EXAMPLES = [
+    {"user": "Hello, I'm sam.reed@example.com and I have a problem with a delivery.",
+     "tool": "find_customer", "arguments": {"email": "sam.reed@example.com"},
+     "result": {"customer_id": "C0000"}, "reply": "Thanks, I found your account."},
+    {"user": "Can you look at ticket T00002?",
+     "tool": "get_ticket", "arguments": {"ticket_id": "T00002"},
+     "result": {"id": "T00002", "status": "open", "priority": "normal"},
+     "reply": "Ticket T00002 is open with normal priority."},
+    {"user": "Please note on ticket T00003 that I'll be home all week.",
+     "tool": "add_note", "arguments": {"ticket_id": "T00003", "body": "Customer is home all week."},
+     "result": {"note_id": "N000001"}, "reply": "I've added that note to ticket T00003."},
+]
 AUTHOR = "assistant"  # ticket_notes.author for notes written through these tools
 CREDIT_CEILING = 200.0  # the billing system's hard limit; policy caps are lower, per tier
 REOPEN_DAYS = 30

@@ -16,6 +16,22 @@ from endstate.core.tools import Db, ToolError, tool
 
 NOW = "2026-03-02T09:00:00"
 TODAY = NOW[:10]
+
+# Example turns shown to token-level agents before the conversation (few-shot). Small models emit
+# well-formed tool calls only after seeing a few. The entities are fictional: no task uses them.
+EXAMPLES = [
+    {"user": "Hi, this is lena.park@example.com. I need help with a hotel booking.",
+     "tool": "find_employee", "arguments": {"email": "lena.park@example.com"},
+     "result": {"employee_id": "E0000"}, "reply": "Thanks, I found your profile."},
+    {"user": "What's the status of booking B000002?",
+     "tool": "get_booking", "arguments": {"booking_id": "B000002"},
+     "result": {"id": "B000002", "status": "confirmed", "room_type": "standard", "total": 380.0},
+     "reply": "Booking B000002 is confirmed: a standard room, $380.00 in total."},
+    {"user": "Which bookings do I have? My id is E0000.",
+     "tool": "list_bookings", "arguments": {"employee_id": "E0000"},
+     "result": [{"id": "B000003", "status": "confirmed"}],
+     "reply": "You have one booking, B000003, and it is confirmed."},
+]
 CHECK_IN_HOUR = 15
 MAX_NIGHTS = 30
 RoomType = Literal["economy", "standard", "deluxe", "suite"]

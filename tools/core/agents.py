@@ -28,6 +28,9 @@ from endstate.core.local_model import Generation, Sampling
 from endstate.core.trace import ChatTemplate, TokenTrace
 
 
+TOOL_PREFILL = "<tool_call>\n"
+
+
 class EndpointFailure(Exception):
     def __init__(self, kind: str, message: str, attempts: int):
         super().__init__(message)
@@ -61,14 +64,22 @@ def failure_kind(error: Exception) -> str | None:
     return None
 
 
+POOLS_PER_URL = 8
+
+
 class Endpoints:
     """One or more OpenAI-compatible base URLs; calls rotate over them, retries move on."""
 
-    def __init__(self, base_urls: list[str], api_key: str, timeout: float, retry: RetryPolicy):
+    def __init__(self, base_urls: list[str], api_key: str, timeout: float, retry: RetryPolicy,
+                 pools: int = POOLS_PER_URL):
         from openai import AsyncOpenAI
 
+        # Several clients per URL, each with its own connection pool: httpx scans its whole pool
+        # on every request and keeps at most 100 connections alive, so one pool serving hundreds
+        # of episodes in flight spends milliseconds a call there and reconnects constantly.
+        # Calls rotate URL first, so with several URLs a retry still moves to another one.
         self.clients = [AsyncOpenAI(base_url=u, api_key=api_key, timeout=timeout, max_retries=0)
-                        for u in base_urls]
+                        for _ in range(pools) for u in base_urls]
         self.retry = retry
         self._next = itertools.count()
         self.retries = 0  # across the run, for the logs
@@ -155,11 +166,18 @@ class ChatSession:
         self.messages = [messages[0], *shots, *messages[1:]]
 
     async def act(self) -> Turn:
+        from openai.types.chat import ChatCompletion
+
+        body = {"model": self.model, "messages": self.messages, "temperature": self.sampling.temperature,
+                "top_p": self.sampling.top_p, "max_tokens": self.sampling.max_new_tokens, "seed": self.seed}
+        if self.tool_specs:
+            body["tools"] = self.tool_specs
+
         async def call(client):
-            return await client.chat.completions.create(
-                model=self.model, messages=self.messages, tools=self.tool_specs or None,
-                temperature=self.sampling.temperature, top_p=self.sampling.top_p,
-                max_tokens=self.sampling.max_new_tokens, seed=self.seed)
+            # client.post, not chat.completions.create: create() walks the whole conversation
+            # through the SDK's typed-dict transform on every call (~10 ms for a 20-message
+            # episode, most of the CPU at 256 episodes in flight); our messages are plain JSON.
+            return await client.post("/chat/completions", body=body, cast_to=ChatCompletion)
 
         response = await self.endpoints.call(call)
         message = response.choices[0].message
@@ -196,42 +214,54 @@ class ChatSession:
 @dataclass
 class TokenSession:
     template: ChatTemplate
-    sample: Callable[[list[int]], Awaitable[Generation]]
+    sample: Callable[[list[int], int], Awaitable[Generation]]
     sampling: Sampling
     max_context: int
     tool_specs: list[dict[str, Any]]
     system: str
     examples: list[FewShot]
+    tool_prefill: bool = False
     trace: TokenTrace = field(default_factory=TokenTrace)
+    prefix_len: int = 0  # leading tokens every episode of this domain shares (KV-cache reuse)
     _last_finished: bool = True
+    _after_user: bool = True
 
     def begin(self, messages: list[dict[str, Any]]) -> None:
         """`messages` is [system, opening]; the examples go between them, rendered as text."""
-        shots = [m for i, e in enumerate(self.examples) for m in e.messages(i)]
-        self.trace.append_prompt(self.template.first_prompt([messages[0], *shots, *messages[1:]]))
+        static = [messages[0], *(m for i, e in enumerate(self.examples) for m in e.messages(i))]
+        ids = self.template.first_prompt([*static, *messages[1:]])
+        self.prefix_len = self.template.shared_prefix_len(static, ids)
+        self.trace.append_prompt(ids)
 
     async def act(self) -> Turn:
         if self.trace.length + self.sampling.max_new_tokens > self.max_context:
             raise ContextOverflow(f"{self.trace.length} prompt tokens + {self.sampling.max_new_tokens} "
                                   f"new would exceed --max-context {self.max_context}")
+        # Small models call tools far more reliably when their turn after a user message starts
+        # with `<tool_call>`; those tokens are prompt (masked), not sampled.
+        prefill = TOOL_PREFILL if self.tool_prefill and self._after_user else ""
+        if prefill:
+            self.trace.append_prompt(self.template.encode(prefill))
         prompt = self.trace.next_prompt()
-        generation = await self.sample(prompt)
+        generation = await self.sample(prompt, self.prefix_len)
         self.trace.append_completion(generation.ids, generation.logprobs)
         self._last_finished = generation.finished
-        text = self.template.tokenizer.decode(generation.ids, skip_special_tokens=True)
+        text = prefill + self.template.tokenizer.decode(generation.ids, skip_special_tokens=True)
         return Turn(parse(text, _parameters(self.tool_specs)), text,
                     {"prompt_tokens": len(prompt), "completion_tokens": len(generation.ids)},
                     self.trace.turns[-1])
 
     def observe(self, messages: list[dict[str, Any]]) -> None:
+        self._after_user = messages[-1]["role"] == "user"
         self.trace.append_prompt(self.template.delta(messages, self._last_finished))
 
 
 def completions_sampler(endpoints: Endpoints, model: str, sampling: Sampling, seed: int,
-                        eos_id: int) -> Callable[[list[int]], Awaitable[Generation]]:
-    """Token ids in, token ids and logprobs out, from a vLLM-style completions endpoint."""
+                        eos_id: int) -> Callable[[list[int], int], Awaitable[Generation]]:
+    """Token ids in, token ids and logprobs out, from a vLLM-style completions endpoint (which
+    caches shared prefixes itself)."""
 
-    async def sample(prompt: list[int]) -> Generation:
+    async def sample(prompt: list[int], prefix_len: int = 0) -> Generation:
         async def call(client):
             return await client.completions.create(
                 model=model, prompt=prompt, max_tokens=sampling.max_new_tokens,
@@ -270,12 +300,13 @@ class TokenBackend:
     """local and completions: the same session, a different sampler."""
 
     template: ChatTemplate
-    sample: Callable[[list[int]], Awaitable[Generation]]
+    sample: Callable[[list[int], int], Awaitable[Generation]]
     sampling: Sampling
     max_context: int
     few_shot: bool = True
+    tool_prefill: bool = False
 
     def open(self, domain: Domain, tool_specs: list[dict[str, Any]]) -> TokenSession:
         return TokenSession(self.template, self.sample, self.sampling, self.max_context, tool_specs,
                             render_system(domain.policy, tool_specs),
-                            few_shot_of(domain) if self.few_shot else [])
+                            few_shot_of(domain) if self.few_shot else [], self.tool_prefill)

@@ -112,28 +112,28 @@ def _decode_xml_call(body: str) -> ToolCall:
 
 def coerce(value: Any, schema: Mapping[str, Any]) -> Any:
     """A string argument converted to the type the schema asks for, when it reads as one; any
-    other value, or a string that does not convert, is returned unchanged (validation reports it)."""
+    other value, or a string that does not convert, is returned unchanged (validation reports it).
+    With a union (`X | None`), the non-string readings are tried before keeping the string."""
     if not isinstance(value, str):
         return value
-    for option in schema.get("anyOf", [schema]):
-        kind = option.get("type")
-        try:
-            if kind == "integer" and re.fullmatch(r"\s*-?\d+\s*", value):
-                return int(value)
-            if kind == "number" and re.fullmatch(r"\s*-?(\d+\.?\d*|\.\d+)([eE]-?\d+)?\s*", value):
-                return float(value)
-            if kind == "boolean" and value.strip().lower() in ("true", "false"):
-                return value.strip().lower() == "true"
-            if kind == "null" and value.strip().lower() in ("null", "none"):
-                return None
-            if kind in ("array", "object"):
-                decoded = json.loads(value)
-                if isinstance(decoded, list if kind == "array" else dict):
-                    return decoded
-            if kind == "string":
-                return value
-        except ValueError:
-            continue
+    kinds = [option.get("type") for option in schema.get("anyOf", [schema])]
+    text = value.strip()
+    if "null" in kinds and text.lower() in ("null", "none"):
+        return None
+    if "integer" in kinds and re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if "number" in kinds and re.fullmatch(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text):
+        return float(text)
+    if "boolean" in kinds and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for kind, expected in (("array", list), ("object", dict)):
+        if kind in kinds:
+            try:
+                decoded = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(decoded, expected):
+                return decoded
     return value
 
 

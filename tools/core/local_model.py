@@ -8,18 +8,25 @@ that takes well under a second afterwards). Nothing is ever downloaded from a mo
 from __future__ import annotations
 
 import asyncio
+import copy
 import importlib.util
 import os
 import shutil
 import sys
 import tempfile
+from collections import OrderedDict
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 from endstate.core.domain import cache_dir
 from endstate.core.errors import EndstateError
 
 EMBEDDED = "embedded"
+MIN_PREFIX = 32  # shorter shared prefixes are not worth a cache
+PREFIXES_KEPT = 4  # one per domain in a mixed run, roughly
+# transformers 5 renamed generate's `past_key_values` to `cache`
+CACHE_KWARG = "cache" if int(version("transformers").split(".")[0]) >= 5 else "past_key_values"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -97,16 +104,27 @@ class LocalGenerator:
         self.seed, self.max_batch, self.batches = seed, max_batch, 0
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
-        self._pending: list[tuple[list[int], asyncio.Future]] = []
+        self._pending: list[tuple[list[int], int, asyncio.Future]] = []
         self._worker: asyncio.Task | None = None
+        self._prefixes: OrderedDict[tuple[int, ...], object] = OrderedDict()
 
-    def generate(self, prompts: list[list[int]]) -> list[Generation]:
+    def generate(self, prompts: list[list[int]], prefix_len: int = 0) -> list[Generation]:
+        """Sample one completion per prompt. The first `prefix_len` tokens, when every prompt
+        shares them (system prompt, tool specs, few-shot turns), are run through the model once
+        and their KV cache reused for every row and every later batch: on CPU that prefill is most
+        of the cost of a turn."""
         import torch
 
         s = self.sampling
-        width = max(map(len, prompts))
-        ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts])  # (B, T)
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])  # (B, T)
+        prefix = prompts[0][:prefix_len] if prefix_len >= MIN_PREFIX and all(
+            p[:prefix_len] == prompts[0][:prefix_len] and len(p) > prefix_len for p in prompts) else []
+        suffixes = [p[len(prefix):] for p in prompts]
+        width = max(map(len, suffixes))
+        # Rows are [prefix][pad ... pad][suffix]; pads are masked, positions follow the mask.
+        ids = torch.tensor([prefix + [self.pad_id] * (width - len(x)) + x for x in suffixes])  # (B, T)
+        mask = torch.tensor([[1] * len(prefix) + [0] * (width - len(x)) + [1] * len(x)
+                             for x in suffixes])  # (B, T)
+        cache = {CACHE_KWARG: self._prefix_cache(prefix, len(prompts))} if prefix else {}
         torch.manual_seed(self.seed + self.batches)  # reproducible for the same batch sequence
         self.batches += 1
         with torch.no_grad():
@@ -114,8 +132,8 @@ class LocalGenerator:
                 input_ids=ids.to(self.model.device), attention_mask=mask.to(self.model.device),
                 do_sample=s.temperature > 0, temperature=s.temperature or None, top_p=s.top_p,
                 top_k=0, max_new_tokens=s.max_new_tokens, pad_token_id=self.pad_id,
-                eos_token_id=self.eos_id, output_logits=True, return_dict_in_generate=True)
-        new = out.sequences[:, width:].cpu()  # (B, N)
+                eos_token_id=self.eos_id, output_logits=True, return_dict_in_generate=True, **cache)
+        new = out.sequences[:, ids.shape[1]:].cpu()  # (B, N)
         # log p under the raw logits (temperature 1): what the trainer's ratio is taken against.
         logits = torch.stack(out.logits, dim=1).float().cpu()  # (B, N, V)
         logprobs = torch.log_softmax(logits, -1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, N)
@@ -125,9 +143,25 @@ class LocalGenerator:
             results.append(Generation(row[:end], lp[:end], finished=self.eos_id in row))
         return results
 
-    async def submit(self, prompt: list[int]) -> Generation:
+    def _prefix_cache(self, prefix: list[int], rows: int):
+        """The KV cache of `prefix`, computed once (LRU over a few prefixes), copied for `rows`."""
+        import torch
+
+        key = tuple(prefix)
+        if key not in self._prefixes:
+            with torch.no_grad():
+                out = self.model(input_ids=torch.tensor([prefix], device=self.model.device), use_cache=True)
+            self._prefixes[key] = out.past_key_values
+            if len(self._prefixes) > PREFIXES_KEPT:
+                self._prefixes.popitem(last=False)
+        self._prefixes.move_to_end(key)
+        cache = copy.deepcopy(self._prefixes[key])
+        cache.batch_repeat_interleave(rows)
+        return cache
+
+    async def submit(self, prompt: list[int], prefix_len: int = 0) -> Generation:
         future = asyncio.get_running_loop().create_future()
-        self._pending.append((prompt, future))
+        self._pending.append((prompt, prefix_len, future))
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
         return await future
@@ -136,12 +170,13 @@ class LocalGenerator:
         while self._pending:
             await asyncio.sleep(0.01)  # let the other episodes in flight join this batch
             batch, self._pending = self._pending[:self.max_batch], self._pending[self.max_batch:]
+            prefix_len = min(n for _, n, _ in batch)
             try:
-                results = await asyncio.to_thread(self.generate, [p for p, _ in batch])
+                results = await asyncio.to_thread(self.generate, [p for p, _, _ in batch], prefix_len)
             except Exception as e:  # noqa: BLE001 - each waiting episode gets the error
-                for _, future in batch:
+                for _, _, future in batch:
                     future.set_exception(e)
                 continue
-            for (_, future), result in zip(batch, results):
+            for (_, _, future), result in zip(batch, results):
                 future.set_result(result)
 

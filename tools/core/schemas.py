@@ -89,6 +89,10 @@ def _attempt_ok(r: Any, required=_ATTEMPT_REQUIRED, status_reward=_ATTEMPT_STATU
     if (type(get("domain", "")) is not str or type(get("model", "")) is not str
             or type(get("episode_id", "")) is not str):
         return False
+    error = get("error")
+    if error is not None and (type(error) is not dict or type(error.get("kind")) is not str
+                              or type(error.get("message")) is not str):
+        return False
     cost = get("cost_usd")
     if cost is not None and ((type(cost) is not float and type(cost) is not int) or cost < 0):
         return False

@@ -33,10 +33,18 @@ class ChatTemplate:
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
-        template = tokenizer.chat_template or ""
-        # SmolLM2's template has no tool role: tool results go in as user turns, hermes-style.
-        self.has_tool_role = "tool" in template
+        self.has_tool_role = self._renders_tool_role()
         self.eos_text = tokenizer.eos_token or ""
+
+    def _renders_tool_role(self) -> bool:
+        """Templates that render any role (SmolLM2's ChatML) or name `tool` get tool turns as such;
+        others get tool results as user turns wrapped in <tool_response>, hermes-style."""
+        try:
+            text = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": "u"}, {"role": "tool", "content": _SENTINEL}], tokenize=False)
+        except Exception:  # noqa: BLE001 - templates raise on roles they do not know
+            return False
+        return _SENTINEL in text
 
     def _text(self, messages: list[dict[str, Any]], generation_prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(
@@ -54,6 +62,12 @@ class ChatTemplate:
 
     def first_prompt(self, messages: list[dict[str, Any]]) -> list[int]:
         return self.encode(self._text(messages, generation_prompt=True))
+
+    def shared_prefix_len(self, static: list[dict[str, Any]], ids: list[int]) -> int:
+        """How many leading tokens of `ids` are exactly the rendering of `static` (the messages
+        every episode of a domain starts with), or 0 when tokenization merges across the seam."""
+        prefix = self.encode(self._text(static, generation_prompt=False))
+        return len(prefix) if ids[:len(prefix)] == prefix else 0
 
     def delta(self, messages: list[dict[str, Any]], completion_ended: bool) -> list[int]:
         """Tokens that follow an assistant completion and carry `messages`, up to the next

@@ -200,17 +200,19 @@ MISSING_KEY, DUPLICATE, SYSTEM_ERROR, UNEXPECTED = "missing", "duplicate", "syst
 def coverage(keys: Mapping[tuple[str, int], Sequence[int]], task_ids: Iterable[str], repeats: int
              ) -> list[tuple[str, str, int, int]]:
     """(problem, task_id, attempt, records) for every expected key that is not exactly one clean
-    record, then every recorded key that was not expected; sorted by task and attempt."""
+    record, then every recorded key that was not expected; sorted by task and attempt.
+
+    A system-error record is superseded by a clean record of the same key (that is how
+    `probe --resume` re-runs it), so a key is fine with one clean record and any errors."""
     expected = {(tid, a) for tid in task_ids for a in range(repeats)}
     problems = []
     for key in sorted(expected):
         count, errors = keys.get(key, (0, 0))
-        if count == 0:
-            problems.append((MISSING_KEY, *key, 0))
-        elif count > 1:
+        clean = count - errors
+        if clean > 1:
             problems.append((DUPLICATE, *key, count))
-        elif errors:
-            problems.append((SYSTEM_ERROR, *key, count))
+        elif clean == 0:
+            problems.append((SYSTEM_ERROR if errors else MISSING_KEY, *key, count))
     extra = sorted(set(keys) - expected)
     problems += [(UNEXPECTED, *key, keys[key][0]) for key in extra]
     return problems

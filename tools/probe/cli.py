@@ -24,7 +24,8 @@ def attempt_record(graded: dict) -> dict:
     return {"task_id": graded["task_id"], "domain": graded["domain"], "attempt": graded["attempt"],
             "reward": graded["reward"], "status": graded["status"],
             "model": graded["policy"].get("model"), "usage": graded["usage"],
-            "cost_usd": graded["cost_usd"], "episode_id": graded["episode_id"]}
+            "cost_usd": graded["cost_usd"], "episode_id": graded["episode_id"],
+            "error": graded.get("error")}
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -64,7 +65,7 @@ def cli(task_files, repeats, episodes_file, resume, cfg, shard, judge_model, jud
         for raw in open(episodes_file, "rb"):
             graded = orjson.loads(raw)
             key = (graded["task_id"], graded["attempt"])
-            if key not in done and any(t["id"] == key[0] for t in tasks):
+            if graded["status"] == "ok" and key not in done and any(t["id"] == key[0] for t in tasks):
                 out.write(dumps(attempt_record(graded)))
                 done.add(key)
         out.flush()

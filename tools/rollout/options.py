@@ -52,6 +52,9 @@ def run_options(fn):
         click.option("--retries", type=int, default=4, show_default=True,
                      help="Calls per request in all, with exponential backoff, before system_error."),
         click.option("--no-few-shot", is_flag=True, help="Leave out the domain's example turns."),
+        click.option("--tool-prefill/--no-tool-prefill", default=None,
+                     help="Token-level backends: start the agent's turn after each user message with "
+                     "<tool_call> (prompt, not sampled) [default: on for the embedded model]."),
         click.option("--device", default="cpu", show_default=True, help="local backend: cpu, cuda, cuda:1..."),
         click.option("--user", "user_kind", type=click.Choice(["scripted", "llm"]), default="scripted",
                      show_default=True, help="Simulated user: the task's script, or an LLM."),
@@ -74,6 +77,7 @@ def run_options(fn):
             max_new_tokens=kw.pop("max_new_tokens"), max_context=kw.pop("max_context"),
             max_turns=kw.pop("max_turns"), seed=kw.pop("seed"), jobs=kw.pop("jobs"),
             timeout=kw.pop("timeout"), retries=kw.pop("retries"), few_shot=not kw.pop("no_few_shot"),
+            tool_prefill=kw.pop("tool_prefill"),
             device=kw.pop("device"), user=kw.pop("user_kind"), user_urls=_urls(kw.pop("user_urls")),
             user_model=kw.pop("user_model"), prices=_prices(kw.pop("prices")))
         return fn(cfg=cfg, shard=parse_shard(kw.pop("shard")), **kw)

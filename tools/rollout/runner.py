@@ -43,6 +43,7 @@ class RunConfig:
     timeout: float = 60.0
     retries: int = 4
     few_shot: bool = True
+    tool_prefill: bool | None = None  # None: on for the embedded model on the local backend
     device: str = "cpu"
     user: str = "scripted"
     user_urls: list[str] = field(default_factory=list)
@@ -57,7 +58,14 @@ class RunConfig:
         return {"model": self.model, "backend": self.backend, "seed": self.seed,
                 "sampling": {"temperature": self.temperature, "top_p": self.top_p,
                              "max_new_tokens": self.max_new_tokens},
-                "interpreter": INTERPRETER_VERSION, "few_shot": self.few_shot}
+                "interpreter": INTERPRETER_VERSION, "few_shot": self.few_shot,
+                "tool_prefill": self.prefill}
+
+    @property
+    def prefill(self) -> bool:
+        if self.tool_prefill is None:
+            return self.backend == "local" and self.model == EMBEDDED
+        return self.tool_prefill
 
 
 def build_backend(cfg: RunConfig, model_and_tokenizer=None) -> ChatBackend | TokenBackend:
@@ -76,11 +84,12 @@ def build_backend(cfg: RunConfig, model_and_tokenizer=None) -> ChatBackend | Tok
         tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.tokenizer or EMBEDDED))
         sample = completions_sampler(Endpoints(cfg.agent_urls, cfg.api_key, cfg.timeout, retry),
                                      cfg.model, cfg.sampling, cfg.seed, tokenizer.eos_token_id)
-        return TokenBackend(ChatTemplate(tokenizer), sample, cfg.sampling, cfg.max_context, cfg.few_shot)
+        return TokenBackend(ChatTemplate(tokenizer), sample, cfg.sampling, cfg.max_context,
+                            cfg.few_shot, cfg.prefill)
     model, tokenizer = model_and_tokenizer or load(resolve_model(cfg.model), cfg.device)
     generator = LocalGenerator(model, tokenizer, cfg.sampling, seed=cfg.seed, max_batch=cfg.jobs)
     return TokenBackend(ChatTemplate(tokenizer), generator.submit, cfg.sampling, cfg.max_context,
-                        cfg.few_shot)
+                        cfg.few_shot, cfg.prefill)
 
 
 def price_of(cfg: RunConfig) -> Callable[[dict[str, dict[str, int]]], float | None]:
@@ -125,7 +134,9 @@ def shard_of(tasks: list[dict[str, Any]], shard: tuple[int, int]) -> list[dict[s
 
 
 def done_keys(path: str | None) -> set[tuple[str, int]]:
-    """(task_id, attempt) keys already in a resume file (attempt or episode records)."""
+    """(task_id, attempt) keys with a clean record in a resume file (attempt or episode records).
+    Keys that only have system errors are not done: resuming re-runs them, and the clean record
+    supersedes the error (bucket and evalstats count clean records)."""
     if not path or not os.path.exists(path):
         return set()
     keys = set()
@@ -137,7 +148,8 @@ def done_keys(path: str | None) -> set[tuple[str, int]]:
             continue
         try:
             record = orjson.loads(raw)
-            keys.add((record["task_id"], record["attempt"]))
+            if record.get("status") != "system_error":
+                keys.add((record["task_id"], record["attempt"]))
         except (orjson.JSONDecodeError, KeyError, TypeError):
             if n == len(lines):  # killed mid-write: the last line is cut off, and not counted
                 click.echo(f"{path}:{n}: ignoring a partial last line", err=True)

@@ -1,0 +1,107 @@
+"""256 concurrent episodes against a local OpenAI-compatible endpoint with 100 ms per call.
+
+The endpoint is the test double (tests/openai_double.py) in its own process, playing a policy that
+performs each task's gold calls; rollout runs in this process with `-j 256` on the chat backend.
+With every episode in flight at once, the ideal wall time is the longest episode's model calls ×
+the latency: everything else (the client, the sandbox, the tools, the bookkeeping) should hide
+inside the waits. Prints wall / ideal; the target is <= 1.2x.
+
+    .venv/bin/python bench/bench_rollout.py [--episodes 256] [--latency 0.1] [--profile out.prof]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+DOUBLE = ROOT / "tests" / "openai_double.py"
+
+
+def bench_keys(episodes: int, per_domain: int = 16) -> list[dict]:
+    """per_domain tasks of each bench suite, repeated until there are `episodes` keys."""
+    tasks = []
+    for suite in sorted((ROOT / "tasks" / "bench").glob("*.jsonl")):
+        tasks += [orjson.loads(line) for line in suite.read_bytes().splitlines() if line.strip()][:per_domain]
+    return tasks
+
+
+def run(tasks_file: str, url: str, repeats: int, jobs: int, limit: int | None = None
+        ) -> tuple[float, float, list[dict]]:
+    from endstate.core.domain import Domains
+    from endstate.rollout.runner import RunConfig, build_backend, load_tasks, plan, run_all
+
+    cfg = RunConfig(backend="chat", model="double", agent_urls=[url], jobs=jobs, timeout=30.0)
+    keys = plan(load_tasks([tasks_file], None), repeats, set())[:limit]
+    backend, domains, episodes = build_backend(cfg), Domains(), []
+    start, cpu = time.perf_counter(), time.process_time()
+    asyncio.run(run_all(keys, cfg, domains, backend, lambda task, episode: episodes.append(episode)))
+    return time.perf_counter() - start, time.process_time() - cpu, episodes
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--episodes", type=int, default=256)
+    ap.add_argument("--latency", type=float, default=0.1)
+    ap.add_argument("--profile", help="write a cProfile of the timed run here")
+    args = ap.parse_args()
+
+    tasks = bench_keys(args.episodes)
+    repeats = -(-args.episodes // len(tasks))
+    with tempfile.TemporaryDirectory() as tmp:
+        tasks_file = Path(tmp) / "tasks.jsonl"
+        tasks_file.write_bytes(b"".join(orjson.dumps(t) + b"\n" for t in tasks))
+        double = subprocess.Popen([sys.executable, str(DOUBLE), str(args.latency), str(tasks_file)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            url = double.stdout.readline().strip()
+            run(str(tasks_file), url, 1, 8)  # warm-up: imports, domain seeds, first connections
+            if args.profile:
+                import cProfile
+
+                profiler = cProfile.Profile()
+                profiler.enable()
+            double_cpu = cpu_seconds(double.pid)
+            wall, cpu, episodes = run(str(tasks_file), url, repeats, args.episodes, args.episodes)
+            double_cpu = cpu_seconds(double.pid) - double_cpu
+            if args.profile:
+                profiler.disable()
+                profiler.dump_stats(args.profile)
+        finally:
+            double.stdin.close()
+            double.wait(10)
+
+    calls = [sum(1 for m in e["messages"] if m["role"] == "assistant") for e in episodes]
+    errors = sum(e["status"] != "ok" for e in episodes)
+    ideal = max(calls) * args.latency
+    per_episode = sorted(e["timing"]["total_s"] / (c * args.latency) for e, c in zip(episodes, calls))
+    print(f"episodes            {len(episodes)} in flight at once ({len(tasks)} tasks x {repeats}), "
+          f"system errors {errors}")
+    print(f"model calls         {sum(calls)} ({min(calls)}..{max(calls)} per episode), "
+          f"latency {args.latency * 1000:.0f} ms per call")
+    print(f"wall                {wall:.3f} s")
+    print(f"ideal               {ideal:.3f} s (longest episode: {max(calls)} calls x latency)")
+    print(f"wall / ideal        {wall / ideal:.2f}x   (target <= 1.2x)")
+    print(f"episode / its ideal median {per_episode[len(per_episode) // 2]:.2f}x, "
+          f"max {per_episode[-1]:.2f}x")
+    print(f"CPU                 rollout {cpu:.2f} s ({cpu / sum(calls) * 1000:.2f} ms per call), "
+          f"endpoint double {double_cpu:.2f} s")
+    print(f"throughput          {sum(calls) / wall:.0f} calls/s, {len(episodes) / wall * 60:.0f} episodes/min")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""The local agent on the embedded SmolLM2-135M: the model converts and loads, the token trace is
+append-only and equals the chat template's own rendering, the prefix KV cache changes nothing,
+and a real episode produces a valid record that `rollout parity` accepts."""
+
+import asyncio
+import json
+
+import pytest
+
+from conftest import run_tool
+
+pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def smol():
+    from endstate.core.local_model import load, resolve_model
+
+    return load(resolve_model("embedded"))
+
+
+def conversation():
+    return [
+        {"role": "system", "content": "You are a shop assistant."},
+        {"role": "user", "content": "Where is my order W1?"},
+        {"role": "assistant", "content": '<tool_call>\n{"name": "get_order", "arguments": {"order_id": "W1"}}\n</tool_call>'},
+        {"role": "tool", "content": '{"id": "W1", "status": "shipped"}'},
+        {"role": "assistant", "content": "It has shipped."},
+        {"role": "user", "content": "Thanks!"},
+    ]
+
+
+def test_trace_deltas_equal_the_template_rendering(smol):
+    from endstate.core.trace import ChatTemplate, TokenTrace
+
+    _, tokenizer = smol
+    template = ChatTemplate(tokenizer)
+    assert template.has_tool_role  # SmolLM2's ChatML renders any role
+    msgs = conversation()
+    trace = TokenTrace()
+    trace.append_prompt(template.first_prompt(msgs[:2]))
+    for assistant, observations in ((msgs[2], msgs[3:4]), (msgs[4], msgs[5:6])):
+        ids = template.encode(assistant["content"]) + [tokenizer.eos_token_id]
+        trace.append_completion(ids, [0.0] * len(ids))
+        trace.append_prompt(template.delta(observations, completion_ended=True))
+    whole = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    assert tokenizer.decode(trace.next_prompt()) == whole
+    assert [len(t["completion_ids"]) for t in trace.turns] == [len(template.encode(msgs[2]["content"])) + 1,
+                                                                len(template.encode(msgs[4]["content"])) + 1]
+
+
+def test_a_cut_off_completion_gets_its_end_token_from_the_delta(smol):
+    from endstate.core.trace import ChatTemplate
+
+    _, tokenizer = smol
+    template = ChatTemplate(tokenizer)
+    cut = template.delta([{"role": "user", "content": "hi"}], completion_ended=False)
+    ended = template.delta([{"role": "user", "content": "hi"}], completion_ended=True)
+    assert cut[0] == tokenizer.eos_token_id and cut[1:] == ended
+
+
+def test_prefix_cache_gives_the_same_tokens(smol):
+    from endstate.core.local_model import LocalGenerator, Sampling
+
+    model, tokenizer = smol
+    prefix = tokenizer("You are a helpful assistant. " * 12)["input_ids"]
+    prompts = [prefix + tokenizer(q)["input_ids"] for q in (" What is 2+2?", " Name a colour, please.")]
+    greedy = Sampling(max_new_tokens=8, temperature=0)
+    plain = LocalGenerator(model, tokenizer, greedy).generate(prompts, prefix_len=0)
+    cached = LocalGenerator(model, tokenizer, greedy).generate(prompts, prefix_len=len(prefix))
+    assert [g.ids for g in plain] == [g.ids for g in cached]
+    assert all(len(g.logprobs) == len(g.ids) and all(lp <= 0 for lp in g.logprobs) for g in cached)
+
+
+def test_a_real_episode_on_the_embedded_model(smol, domains, tasks, tmp_path):
+    from endstate.core.schemas import problem
+    from endstate.rollout.episode import EpisodeSpec, ScriptedUser, run_episode
+    from endstate.rollout.runner import RunConfig, build_backend
+
+    cfg = RunConfig(max_new_tokens=48, temperature=0.7, max_turns=3, jobs=2)
+    backend = build_backend(cfg, smol)
+    task = tasks.get("retail-cancel-pending")
+
+    async def two():
+        specs = [EpisodeSpec(task, domains["retail"], a, cfg.policy(), cfg.max_turns) for a in (0, 1)]
+        return await asyncio.gather(*(run_episode(s, backend, ScriptedUser(task["user"]["script"]),
+                                                  lambda usage: None) for s in specs))
+
+    episodes = asyncio.run(two())
+    for episode in episodes:
+        assert problem("episode", episode) is None
+        assert episode["termination"] in ("max_turns", "user_stop", "agent_done")
+        turns = episode["turns"]
+        assert 1 <= len(turns) <= 3 and turns[0]["prompt_ids"]
+        # With the tool prefill, the first completion continues a <tool_call> opened in the prompt.
+        assert episode["messages"][2]["raw"].startswith("<tool_call>\n")
+        assert all(len(t["logprobs"]) == len(t["completion_ids"]) for t in turns)
+    path = tmp_path / "episodes.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    p = run_tool("rollout", "parity", str(path))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "mismatch(es)" in p.stderr
