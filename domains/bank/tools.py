@@ -41,14 +41,6 @@ EXAMPLES = [
 SYSTEM_MAX_SPENDING_LIMIT = 25000.0
 
 
-def _next_id(db: Db, table: str, prefix: str, width: int) -> str:
-    """Sequential ids (D00042) so replays of the same calls produce the same rows. Ids have a fixed
-    width, so the largest one in text order (a primary-key index lookup) has the largest number."""
-    last = db.value(f"SELECT id FROM {table} WHERE id LIKE ? ORDER BY id DESC LIMIT 1",
-                    prefix + "%")
-    return f"{prefix}{int(last[len(prefix):]) + 1 if last else 1:0{width}d}"
-
-
 def _today(db: Db) -> str:
     return db.now[:10]
 
@@ -250,7 +242,7 @@ def replace_card(db: Db, card_id: str,
         reason: Why the card is replaced.
     """
     card = _open_card(db, card_id)
-    new_id = _next_id(db, "cards", "K", 5)
+    new_id = db.next_id("cards", "K", 5)
     last4 = f"{int(new_id[1:]) * 7919 % 10000:04d}"  # deterministic, so replays agree
     db.run("UPDATE cards SET status = 'cancelled', cancel_reason = ?, updated_at = ? WHERE id = ?",
            reason, db.now, card_id)
@@ -292,7 +284,7 @@ def request_limit_increase(db: Db, card_id: str, requested_limit: float, reason:
         raise ToolError(f"card {card_id} already has a limit of {card['spending_limit']:,.2f}")
     if db.one("SELECT id FROM limit_requests WHERE card_id = ? AND status = 'pending'", card_id):
         raise ToolError(f"card {card_id} already has a pending limit request")
-    request_id = _next_id(db, "limit_requests", "LR", 5)
+    request_id = db.next_id("limit_requests", "LR", 5)
     db.run("INSERT INTO limit_requests VALUES (?, ?, ?, ?, ?, 'pending', ?)", request_id, card_id,
            card["spending_limit"], requested_limit, reason.strip(), db.now)
     return {"request_id": request_id, "status": "pending"}
@@ -315,7 +307,7 @@ def add_travel_notice(db: Db, card_id: str, destination: str, start_date: str,
         raise ToolError(f"start_date {start} is in the past")
     if end < start:
         raise ToolError("end_date is before start_date")
-    notice_id = _next_id(db, "travel_notices", "TN", 5)
+    notice_id = db.next_id("travel_notices", "TN", 5)
     db.run("INSERT INTO travel_notices VALUES (?, ?, ?, ?, ?, ?)", notice_id, card_id,
            destination.strip(), start, end, db.now)
     return {"notice_id": notice_id, "card_id": card_id, "start_date": start, "end_date": end}
@@ -353,7 +345,7 @@ def open_dispute(db: Db, transaction_id: str,
     if amount > tx["amount"]:
         raise ToolError(f"the disputed amount cannot exceed the transaction's {tx['amount']:,.2f}")
     card_status = db.value("SELECT status FROM cards WHERE id = ?", tx["card_id"])
-    dispute_id = _next_id(db, "disputes", "D", 5)
+    dispute_id = db.next_id("disputes", "D", 5)
     db.run("INSERT INTO disputes VALUES (?, ?, ?, ?, ?, 'open', 0, ?, ?, ?)", dispute_id,
            transaction_id, tx["account_id"], reason, amount, card_status, note, db.now)
     db.run("UPDATE transactions SET status = 'disputed' WHERE id = ?", transaction_id)
@@ -376,7 +368,7 @@ def issue_provisional_credit(db: Db, dispute_id: str) -> dict:
     db.run("UPDATE disputes SET provisional_credit = ? WHERE id = ?", amount, dispute_id)
     db.run("UPDATE accounts SET balance = round(balance + ?, 2) WHERE id = ?", amount,
            dispute["account_id"])
-    tx_id = _next_id(db, "transactions", "T", 7)
+    tx_id = db.next_id("transactions", "T", 7)
     db.run("INSERT INTO transactions VALUES (?, ?, NULL, 'provisional_credit', ?, ?, 'posted', ?)",
            tx_id, dispute["account_id"], f"Provisional credit {dispute_id}", amount, db.now)
     return {"dispute_id": dispute_id, "credited": amount, "transaction_id": tx_id}
@@ -406,7 +398,7 @@ def transfer_funds(db: Db, from_account_id: str, to_account_id: str, amount: flo
             raise ToolError(f"account {account['id']} is {account['status']}")
     if src["balance"] < amount:
         raise ToolError(f"account {src['id']} has only {src['balance']:,.2f}")
-    transfer_id = _next_id(db, "transfers", "TR", 5)
+    transfer_id = db.next_id("transfers", "TR", 5)
     db.run("INSERT INTO transfers VALUES (?, ?, ?, ?, ?, ?)", transfer_id, src["id"], dst["id"],
            amount, memo, db.now)
     db.run("UPDATE accounts SET balance = round(balance - ?, 2) WHERE id = ?", amount, src["id"])
@@ -426,7 +418,7 @@ def escalate(db: Db, summary: str, customer_id: str | None = None,
         customer_id: The customer id, if known.
         reference: The account, card, transaction or dispute id concerned, if any.
     """
-    escalation_id = _next_id(db, "escalations", "E", 5)
+    escalation_id = db.next_id("escalations", "E", 5)
     db.run("INSERT INTO escalations VALUES (?, ?, ?, ?, ?)", escalation_id, customer_id, reference,
            summary, db.now)
     return {"escalation_id": escalation_id, "message": "A specialist will follow up within one "

@@ -32,13 +32,6 @@ EXAMPLES = [
 
 
 
-def _next_id(db: Db, table: str, prefix: str, width: int) -> str:
-    """Sequential ids (RT00042) so replays of the same calls produce the same rows. Ids have a fixed
-    width, so the largest one in text order (a primary-key index lookup) has the largest number."""
-    last = db.value(f"SELECT id FROM {table} WHERE id LIKE ? ORDER BY id DESC LIMIT 1", prefix + "%")
-    return f"{prefix}{int(last[len(prefix):]) + 1 if last else 1:0{width}d}"
-
-
 def _order(db: Db, order_id: str) -> dict:
     order = db.one("SELECT * FROM orders WHERE id = ?", order_id)
     if order is None:
@@ -165,7 +158,7 @@ def cancel_order(db: Db, order_id: str,
                         "can be cancelled")
     db.run("UPDATE orders SET status = 'cancelled', cancel_reason = ?, updated_at = ? WHERE id = ?",
            reason, db.now, order_id)
-    refund_id = _next_id(db, "refunds", "RF", 5)
+    refund_id = db.next_id("refunds", "RF", 5)
     db.run("INSERT INTO refunds VALUES (?, ?, NULL, ?, ?, ?)", refund_id, order_id, order["total"],
            order["payment_method_id"], db.now)
     return {"order_id": order_id, "status": "cancelled", "refund_id": refund_id,
@@ -223,7 +216,7 @@ def request_return(db: Db, order_id: str, line: int, quantity: int,
         raise ToolError(f"line {line} of order {order_id} is already {item['status']}")
     if not 1 <= quantity <= item["quantity"]:
         raise ToolError(f"quantity must be between 1 and {item['quantity']}")
-    return_id = _next_id(db, "returns", "RT", 5)
+    return_id = db.next_id("returns", "RT", 5)
     db.run("INSERT INTO returns VALUES (?, ?, ?, ?, ?, 'requested', ?, NULL)", return_id, order_id,
            line, quantity, reason, db.now)
     db.run("UPDATE order_items SET status = 'return_requested' WHERE order_id = ? AND line = ?",
@@ -246,7 +239,7 @@ def issue_refund(db: Db, return_id: str) -> dict:
     item = _line(db, ret["order_id"], ret["line"])
     order = _order(db, ret["order_id"])
     amount = round(item["unit_price"] * ret["quantity"], 2)
-    refund_id = _next_id(db, "refunds", "RF", 5)
+    refund_id = db.next_id("refunds", "RF", 5)
     db.run("INSERT INTO refunds VALUES (?, ?, ?, ?, ?, ?)", refund_id, ret["order_id"], return_id,
            amount, order["payment_method_id"], db.now)
     return {"refund_id": refund_id, "amount": amount}
@@ -291,7 +284,7 @@ def transfer_to_human(db: Db, summary: str, customer_id: str | None = None,
         customer_id: The customer id, if known.
         order_id: The order concerned, if any.
     """
-    escalation_id = _next_id(db, "escalations", "E", 5)
+    escalation_id = db.next_id("escalations", "E", 5)
     db.run("INSERT INTO escalations VALUES (?, ?, ?, ?, ?)", escalation_id, customer_id, order_id,
            summary, db.now)
     return {"escalation_id": escalation_id, "message": "A human agent will follow up."}

@@ -37,13 +37,6 @@ REOPEN_DAYS = 30
 Priority = Literal["low", "normal", "high", "urgent"]
 
 
-def _next_id(db: Db, table: str, prefix: str, width: int) -> str:
-    """Sequential ids (X00042) so replays of the same calls produce the same rows. Ids have a fixed
-    width, so the largest one in text order (a primary-key index lookup) has the largest number."""
-    last = db.value(f"SELECT id FROM {table} WHERE id LIKE ? ORDER BY id DESC LIMIT 1", prefix + "%")
-    return f"{prefix}{int(last[len(prefix):]) + 1 if last else 1:0{width}d}"
-
-
 def _ticket(db: Db, ticket_id: str, open_only: bool = False) -> dict:
     ticket = db.one("SELECT * FROM tickets WHERE id = ?", ticket_id)
     if ticket is None:
@@ -199,7 +192,7 @@ def add_note(db: Db, ticket_id: str, body: str,
     _ticket(db, ticket_id)
     if not body.strip():
         raise ToolError("the note is empty")
-    note_id = _next_id(db, "ticket_notes", "N", 6)
+    note_id = db.next_id("ticket_notes", "N", 6)
     db.run("INSERT INTO ticket_notes VALUES (?, ?, ?, ?, ?, ?)", note_id, ticket_id, AUTHOR,
            visibility, body.strip(), db.now)
     return {"note_id": note_id, "ticket_id": ticket_id, "visibility": visibility}
@@ -248,7 +241,7 @@ def escalate_ticket(db: Db, ticket_id: str, reason: str) -> dict:
     ticket = _ticket(db, ticket_id, open_only=True)
     if ticket["queue"] == "escalations":
         raise ToolError(f"ticket {ticket_id} is already with the escalations team")
-    escalation_id = _next_id(db, "escalations", "E", 5)
+    escalation_id = db.next_id("escalations", "E", 5)
     db.run("INSERT INTO escalations VALUES (?, ?, ?, ?)", escalation_id, ticket_id, reason.strip(),
            db.now)
     _touch(db, ticket_id, queue="escalations", assignee=None)
@@ -316,7 +309,7 @@ def open_carrier_exception(db: Db, shipment_id: str,
     if kind != "damaged" and shipment["status"] not in ("in_transit", "out_for_delivery"):
         raise ToolError(f"shipment {shipment_id} is {shipment['status']}; {kind} can only be "
                         "reported for a shipment in transit")
-    exception_id = _next_id(db, "carrier_exceptions", "X", 5)
+    exception_id = db.next_id("carrier_exceptions", "X", 5)
     db.run("INSERT INTO carrier_exceptions VALUES (?, ?, ?, 'open', 'support', ?, NULL, NULL)",
            exception_id, shipment_id, kind, db.now)
     return {"exception_id": exception_id, "shipment_id": shipment_id, "kind": kind,
@@ -340,7 +333,7 @@ def file_carrier_claim(db: Db, exception_id: str, amount: float) -> dict:
     declared = _shipment(db, exc["shipment_id"])["declared_value"]
     if not 0 < amount <= declared:
         raise ToolError(f"the amount must be more than 0 and at most the declared value, {declared:.2f}")
-    claim_id = _next_id(db, "claims", "CL", 5)
+    claim_id = db.next_id("claims", "CL", 5)
     db.run("INSERT INTO claims VALUES (?, ?, ?, 'filed', ?, NULL)", claim_id, exception_id,
            round(amount, 2), db.now)
     return {"claim_id": claim_id, "exception_id": exception_id, "amount": round(amount, 2),
@@ -382,7 +375,7 @@ def issue_credit(db: Db, ticket_id: str, amount: float,
     ticket = _ticket(db, ticket_id)
     if not 0 < amount <= CREDIT_CEILING:
         raise ToolError(f"a credit must be more than 0 and at most {CREDIT_CEILING:.2f}")
-    credit_id = _next_id(db, "credits", "CR", 5)
+    credit_id = db.next_id("credits", "CR", 5)
     db.run("INSERT INTO credits VALUES (?, ?, ?, ?, ?, ?)", credit_id, ticket["customer_id"],
            ticket_id, round(amount, 2), reason, db.now)
     return {"credit_id": credit_id, "customer_id": ticket["customer_id"], "amount": round(amount, 2)}

@@ -37,13 +37,6 @@ MAX_NIGHTS = 30
 RoomType = Literal["economy", "standard", "deluxe", "suite"]
 
 
-def _next_id(db: Db, table: str, prefix: str, width: int) -> str:
-    """Sequential ids (B000042) so replays of the same calls produce the same rows. Ids have a fixed
-    width, so the largest one in text order (a primary-key index lookup) has the largest number."""
-    last = db.value(f"SELECT id FROM {table} WHERE id LIKE ? ORDER BY id DESC LIMIT 1", prefix + "%")
-    return f"{prefix}{int(last[len(prefix):]) + 1 if last else 1:0{width}d}"
-
-
 def _employee(db: Db, employee_id: str) -> dict:
     employee = db.one("SELECT * FROM employees WHERE id = ?", employee_id)
     if employee is None:
@@ -124,7 +117,7 @@ def _settle(db: Db, booking: dict, new_total: float) -> dict | None:
     diff = round(new_total - booking["total"], 2)
     if diff == 0:
         return None
-    payment_id = _next_id(db, "payments", "PY", 6)
+    payment_id = db.next_id("payments", "PY", 6)
     kind = "charge" if diff > 0 else "refund"
     db.run("INSERT INTO payments VALUES (?, ?, ?, ?, ?, ?)", payment_id, booking["id"], kind,
            abs(diff), booking["cost_center"], db.now)
@@ -318,12 +311,12 @@ def create_booking(db: Db, employee_id: str, booked_by: str, hotel_id: str, room
         raise ToolError(f"no {room_type} room is free at {hotel_id} for every night from {check_in} "
                         f"to {check_out}")
     _no_overlap(db, employee_id, check_in, check_out)
-    booking_id = _next_id(db, "bookings", "B", 6)
+    booking_id = db.next_id("bookings", "B", 6)
     total = round(nights * room["nightly_rate"], 2)
     db.run("INSERT INTO bookings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'confirmed', NULL, ?, ?)",
            booking_id, employee_id, booked_by, hotel_id, room_type, check_in, check_out,
            room["nightly_rate"], total, employee["cost_center"], db.now, db.now)
-    payment_id = _next_id(db, "payments", "PY", 6)
+    payment_id = db.next_id("payments", "PY", 6)
     db.run("INSERT INTO payments VALUES (?, ?, 'charge', ?, ?, ?)", payment_id, booking_id, total,
            employee["cost_center"], db.now)
     return {"booking_id": booking_id, "nights": nights, "nightly_rate": room["nightly_rate"],
@@ -397,7 +390,7 @@ def cancel_booking(db: Db, booking_id: str) -> dict:
     refund = round(booking["total"] - fee, 2)
     payment_id = None
     if refund > 0:
-        payment_id = _next_id(db, "payments", "PY", 6)
+        payment_id = db.next_id("payments", "PY", 6)
         db.run("INSERT INTO payments VALUES (?, ?, 'refund', ?, ?, ?)", payment_id, booking_id,
                refund, booking["cost_center"], db.now)
     db.run("UPDATE bookings SET status = 'cancelled', cancel_fee = ?, updated_at = ? WHERE id = ?",
@@ -459,7 +452,7 @@ def file_approval_request(db: Db, employee_id: str,
             raise ToolError("an over_cap request for a new booking needs check_in and check_out")
         _room(db, hotel_id, room_type)
         _nights(check_in, check_out)
-    request_id = _next_id(db, "approval_requests", "AR", 5)
+    request_id = db.next_id("approval_requests", "AR", 5)
     db.run("INSERT INTO approval_requests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, NULL)",
            request_id, employee_id, kind, booking_id, hotel_id, room_type, check_in, check_out,
            reason.strip(), employee["manager_id"], db.now)
@@ -477,7 +470,7 @@ def escalate_to_travel_desk(db: Db, summary: str, employee_id: str | None = None
         employee_id: The traveller's employee id, if known.
         booking_id: The booking concerned, if any.
     """
-    escalation_id = _next_id(db, "escalations", "ES", 5)
+    escalation_id = db.next_id("escalations", "ES", 5)
     db.run("INSERT INTO escalations VALUES (?, ?, ?, ?, ?)", escalation_id, employee_id, booking_id,
            summary, db.now)
     return {"escalation_id": escalation_id, "message": "The travel desk will follow up."}

@@ -57,6 +57,14 @@ class Db:
         """Execute a write; returns the number of rows changed."""
         return self._conn.execute(sql, params).rowcount
 
+    def next_id(self, table: str, prefix: str, width: int) -> str:
+        """The next sequential id of `table` (`RT00042` for prefix RT, width 5), so replays of the
+        same calls produce the same rows. Ids have a fixed width, so the largest in text order (a
+        primary-key index lookup) has the largest number."""
+        last = self.value(f'SELECT id FROM "{table}" WHERE id LIKE ? ORDER BY id DESC LIMIT 1',
+                          prefix + "%")
+        return f"{prefix}{int(last[len(prefix):]) + 1 if last else 1:0{width}d}"
+
 
 _JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
                                dict: "object", list: "array"}
