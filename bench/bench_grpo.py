@@ -1,0 +1,142 @@
+"""Tokens/s of one GRPO update: endstate's (DeepSpeed engine, token-mean, logits only at completion
+positions) against TRL's GRPOTrainer loss (loss_type="bnpo": token-mean over the batch) on the
+same model, the same batch and the same torch AdamW, measured in the same run.
+
+One update = forward + backward over the batch + the optimizer step. TRL is needed for the
+benchmark only: pip install trl -c <(echo torch==$(python -c 'import torch; print(torch.__version__.split("+")[0])'))
+(the constraint keeps pip from replacing the CPU torch with a CUDA build).
+
+    python bench/bench_grpo.py [--model embedded] [--batch 4] [--prompt 128] [--completion 64] [--repeats 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+
+def make_batch(vocab: int, batch: int, prompt: int, completion: int, seed: int):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    prompt_ids = torch.randint(100, vocab - 100, (batch, prompt), generator=g)  # (B, P)
+    completion_ids = torch.randint(100, vocab - 100, (batch, completion), generator=g)  # (B, C)
+    advantages = torch.linspace(-1, 1, batch) + 0.25  # (B,) not summing to 0: a non-zero loss to compare
+    return prompt_ids, completion_ids, advantages
+
+
+def endstate_update(model_dir, batch, lr):
+    from endstate.grpo.batch import Sample
+    from endstate.grpo.engine import (
+        LossConfig,
+        Policy,
+        ds_config,
+        init_distributed,
+        resolve_ds_config,
+    )
+
+    init_distributed("cpu")
+    prompt_ids, completion_ids, advantages = batch
+    n = prompt_ids.shape[0]
+    ds = ds_config(resolve_ds_config("zero0"), micro_batch=n, grad_accum=1, world=1, bf16=False, grad_clip=1.0)
+    policy = Policy(model_dir, ds, lr, 0.0, "cpu", reference=False, seed=0)
+    samples = [Sample(p + c, [False] * len(p) + [True] * len(c), [float("nan")] * (len(p) + len(c)), a)
+               for p, c, a in zip(prompt_ids.tolist(), completion_ids.tolist(), advantages.tolist())]
+    loss = LossConfig(micro_batch=n)
+    norm = float(completion_ids.numel())
+
+    def step():
+        stats = policy.update(samples, loss, norm, 1)
+        return stats["loss"]
+
+    return step
+
+
+def trl_update(model_dir, batch, lr):
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    prompt_ids, completion_ids, advantages = batch
+    n, c = completion_ids.shape
+    from endstate.grpo.engine import plain_config
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, config=plain_config(model_dir))
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    args = GRPOConfig(output_dir=tempfile.mkdtemp(), per_device_train_batch_size=n, num_generations=n,
+                      max_completion_length=c, loss_type="bnpo", beta=0.0, use_cpu=True, report_to=[],
+                      bf16=False, gradient_accumulation_steps=1, save_strategy="no", learning_rate=lr)
+    trainer = GRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                          args=args, train_dataset=Dataset.from_dict({"prompt": ["hi"] * n}),
+                          processing_class=tokenizer)
+    model = trainer.model
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    inputs = {"prompt_ids": prompt_ids, "prompt_mask": torch.ones_like(prompt_ids),
+              "completion_ids": completion_ids, "completion_mask": torch.ones_like(completion_ids),
+              "advantages": advantages, "num_items_in_batch": torch.tensor(float(completion_ids.numel()))}
+
+    def step():
+        trainer.current_gradient_accumulation_steps = 1
+        loss = trainer.compute_loss(model, inputs)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return float(loss)
+
+    return step
+
+
+def timed(steps, repeats):
+    """Best time of each step over `repeats`, the steps interleaved so that load from other
+    processes on the machine falls on both alike."""
+    losses = [step() for step in steps]  # warm-up (allocations, first-call overheads)
+    best = [float("inf")] * len(steps)
+    for _ in range(repeats):
+        for i, step in enumerate(steps):
+            t = time.perf_counter()
+            losses[i] = step()
+            best[i] = min(best[i], time.perf_counter() - t)
+    return best, losses
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", default="embedded")
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--prompt", type=int, default=128)
+    p.add_argument("--completion", type=int, default=64)
+    p.add_argument("--repeats", type=int, default=3)
+    a = p.parse_args()
+    try:
+        import trl  # noqa: F401
+    except ImportError:
+        sys.exit("bench_grpo needs TRL for its baseline: pip install trl -c <(echo torch==<your torch>)")
+    import torch
+    from endstate.core.local_model import resolve_model
+
+    model_dir = resolve_model(a.model)
+    from transformers import AutoConfig
+
+    vocab = AutoConfig.from_pretrained(model_dir).vocab_size
+    batch = make_batch(vocab, a.batch, a.prompt, a.completion, seed=0)
+    tokens = a.batch * (a.prompt + a.completion)
+    torch.manual_seed(0)
+    (ours_s, trl_s), (ours_loss, trl_loss) = timed(
+        [endstate_update(model_dir, batch, 1e-6), trl_update(model_dir, batch, 1e-6)], a.repeats)
+    print(f"model {model_dir.name}, batch {a.batch} × ({a.prompt} prompt + {a.completion} completion) "
+          f"= {tokens} tokens, torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"endstate grpo update: {ours_s:.2f} s  {tokens / ours_s:,.0f} tokens/s  (loss {ours_loss:+.5f})")
+    print(f"TRL GRPOTrainer loss: {trl_s:.2f} s  {tokens / trl_s:,.0f} tokens/s  (loss {trl_loss:+.5f})")
+    print(f"ratio endstate/TRL tokens/s: {trl_s / ours_s:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,4 @@
+CREATE TABLE buttons (
+  name TEXT PRIMARY KEY,
+  pressed INTEGER NOT NULL DEFAULT 0
+);

@@ -1,0 +1,93 @@
+"""The GRPO arithmetic: advantages, the clipped surrogate, loss aggregation, KL. Pure functions.
+
+Shapes: B sequences in a micro-batch, T tokens (right-padded). `mask` is 1 on completion tokens
+(the ones the policy sampled and is trained on) and 0 on prompt, observation and padding tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported where used: `grpo --help` and --dry-run stay light
+    import torch
+
+LOSS_AGG = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+
+
+def group_advantages(rewards: Sequence[float], std_norm: bool = True, eps: float = 1e-6) -> list[float]:
+    """reward − group mean, over (group std + eps) when std_norm (sample std, as TRL and verl)."""
+    import torch
+
+    r = torch.tensor(rewards, dtype=torch.float64)  # (G,)
+    a = r - r.mean()
+    return (a / (r.std() + eps) if std_norm else a).tolist()
+
+
+def zero_variance(rewards: Sequence[float]) -> bool:
+    """All equal (all 0 or all 1): the group carries no learning signal."""
+    return max(rewards) == min(rewards)
+
+
+def clipped_surrogate(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
+                      clip_low: float, clip_high: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token PPO-clip loss −min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A) and where clipping bit.
+
+    All (B, T); `advantages` is the sequence's advantage broadcast over its tokens."""
+    import torch
+
+    assert logprobs.shape == old_logprobs.shape == advantages.shape, (logprobs.shape, old_logprobs.shape)
+    ratio = torch.exp(logprobs - old_logprobs)  # (B, T)
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, 1 - clip_low, 1 + clip_high) * advantages
+    loss = -torch.minimum(unclipped, clipped)  # (B, T)
+    return loss, (clipped < unclipped).float()
+
+
+def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimator of KL(π‖π_ref): exp(r) − r − 1 with r = log π_ref − log π (≥ 0)."""
+    r = ref_logprobs - logprobs  # (B, T)
+    return r.exp() - r - 1
+
+
+def aggregate(loss: torch.Tensor, mask: torch.Tensor, mode: str, norm: float) -> torch.Tensor:
+    """The micro-batch's share of the batch loss; summing the shares over every micro-batch (and
+    rank) gives the batch loss. The one dispatch point for loss aggregation.
+
+    `norm` is the batch-level denominator, computed once over the whole batch by `normalizer`:
+    - token-mean:              Σ_tokens loss / (completion tokens in the batch)
+    - seq-mean-token-mean:     Σ_seq (Σ_t loss / tokens of seq) / (sequences in the batch)
+    - seq-mean-token-sum-norm: Σ_tokens loss / (sequences × max completion tokens)  (Dr. GRPO)
+    """
+    assert loss.shape == mask.shape, (loss.shape, mask.shape)
+    assert norm > 0, norm
+    masked = loss * mask  # (B, T)
+    if mode in ("token-mean", "seq-mean-token-sum-norm"):
+        return masked.sum() / norm
+    if mode == "seq-mean-token-mean":
+        per_seq = masked.sum(-1) / mask.sum(-1).clamp(min=1)  # (B,)
+        return per_seq.sum() / norm
+    raise ValueError(f"unknown loss aggregation {mode!r}; choose one of {', '.join(LOSS_AGG)}")
+
+
+def normalizer(completion_tokens: Sequence[int], mode: str, max_tokens: int) -> float:
+    """The batch denominator for `aggregate`: completion-token count per sequence in, one number out."""
+    if mode == "token-mean":
+        return float(sum(completion_tokens))
+    if mode == "seq-mean-token-mean":
+        return float(len(completion_tokens))
+    if mode == "seq-mean-token-sum-norm":
+        return float(len(completion_tokens) * max_tokens)
+    raise ValueError(f"unknown loss aggregation {mode!r}; choose one of {', '.join(LOSS_AGG)}")
+
+
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """log p(target) and the entropy per position, in float32. logits (B, T, V), targets (B, T)."""
+    import torch
+
+    logits = logits.float()
+    logp = torch.log_softmax(logits, -1)  # (B, T, V)
+    chosen = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
+    with torch.no_grad():
+        entropy = -(logp.exp() * logp).sum(-1)  # (B, T)
+    return chosen, entropy

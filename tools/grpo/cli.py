@@ -1,0 +1,176 @@
+"""grpo: train a tool-using agent with GRPO on terminal-state rewards (see train.py for the
+algorithm), and export DeepSpeed checkpoints as plain HF folders."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import click
+from endstate.core.cli import run, verbose_option
+from endstate.core.errors import EndstateError
+from endstate.grpo.algorithm import LOSS_AGG
+from endstate.grpo.config import FIELDS, ROLLOUT_ENGINES, launch_command, resolve
+
+HELP = {
+    "pool": "Task JSONL to sample from (bucket --tasks output, or any task file).",
+    "model": "Local HF model folder, or `embedded` (SmolLM2-135M-Instruct).",
+    "out": "Run folder: metrics.jsonl, attempts.jsonl, config.json, checkpoints/.",
+    "domains": "Extra domain folder (repeatable); also $ENDSTATE_DOMAINS.",
+    "steps": "Optimizer steps.", "batch_tasks": "B: informative groups per step.",
+    "group_size": "G: rollouts per task.", "std_norm": "Divide advantages by the group std (+ε).",
+    "adv_eps": "ε in the advantage denominator.", "clip_low": "ε_low of the clipped surrogate.",
+    "clip_high": "ε_high of the clipped surrogate (DAPO uses 0.28).",
+    "loss_agg": "Loss aggregation.", "kl_coef": "KL(π‖π_ref) coefficient; > 0 loads a reference model.",
+    "max_rounds": "Generation rounds per step (zero-variance refills, re-generations).",
+    "max_regenerations": "Re-generations of one task per step after a system error.",
+    "lr": "AdamW learning rate.", "weight_decay": "AdamW weight decay.",
+    "grad_clip": "Gradient-norm clip.", "micro_batch": "Sequences per forward/backward.",
+    "deepspeed": "configs/deepspeed/NAME.json (zero0, zero2, zero3, zero3-offload) or a JSON path.",
+    "rollout_engine": "local: in-process transformers; vllm: colocated vLLM (GPU).",
+    "gen_batch": "Prompts per generate() call.", "temperature": "Sampling temperature.",
+    "top_p": "Sampling top-p.", "max_new_tokens": "Tokens per model call.",
+    "max_context": "End an episode (context_overflow) rather than exceed this.",
+    "max_turns": "Agent calls per episode [default: the task's max_turns, else 30].",
+    "few_shot": "Show the domain's example turns.",
+    "tool_prefill": "Start the agent's turn after a user message with `<tool_call>` (masked) "
+                    "[default: on for the embedded model].",
+    "vllm_gpu_memory": "GPU memory fraction for the colocated vLLM.",
+    "seed": "Seeds the pool sampler and every generation round.",
+    "save_freq": "Checkpoint every N steps (and at the last).",
+    "resume": "Continue the run in --out from its latest checkpoint.",
+    "plot": "Write training curves to this PNG at each checkpoint.",
+    "retire": "Drop tasks whose posterior left the --keep bands (off in the reference run).",
+    "keep": "Bands to keep with --retire (comma-separated).",
+    "base_attempts": "Probe attempts of the pool (repeatable), the prior evidence for --retire.",
+    "device": "cpu, or cuda (one GPU per rank).",
+    "nodes": "Nodes in the launch (for the command and the divisibility check).",
+    "gpus_per_node": "Ranks per node.",
+}
+CHOICES = {"loss_agg": LOSS_AGG, "rollout_engine": ROLLOUT_ENGINES, "device": ("cpu", "cuda")}
+TYPES = {"int": int, "float": float, "str": str, "int | None": int, "str | None": str}
+
+
+def config_options(fn):
+    """One flag per config key, default None (= not given, so the YAML or the default applies)."""
+    for name, f in reversed(FIELDS.items()):
+        flag = "--" + name.replace("_", "-")
+        if f.type in ("bool", "bool | None") and name in ("std_norm", "few_shot", "tool_prefill"):
+            option = click.option(f"{flag}/--no-{flag[2:]}", name, default=None, help=HELP[name])
+        elif f.type == "bool":
+            option = click.option(flag, name, is_flag=True, default=None, help=HELP[name])
+        elif f.type == "list[str]":
+            option = click.option(flag, name, multiple=True, default=None, help=HELP[name])
+        elif name in CHOICES:
+            option = click.option(flag, name, type=click.Choice(CHOICES[name]), default=None,
+                                  help=HELP[name])
+        else:
+            option = click.option(flag, name, type=TYPES[f.type], default=None, help=HELP[name])
+        fn = option(fn)
+    return fn
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli():
+    """Train a tool-using agent with GRPO on terminal-state rewards.
+
+    \b
+      grpo train --pool pool.jsonl --model embedded --out runs/smol --dry-run
+      grpo train --config configs/grpo.yaml --pool pool.jsonl --out runs/r1
+      grpo export runs/r1 runs/r1-hf
+    """
+
+
+class RecordingCommand(click.Command):
+    """Keeps the raw arguments, so --dry-run can print the exact command."""
+
+    def parse_args(self, ctx, args):
+        ctx.meta["grpo.argv"] = list(args)
+        return super().parse_args(ctx, args)
+
+
+@cli.command(cls=RecordingCommand)
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
+              help="YAML file of config keys (flags override it); see configs/grpo.yaml.")
+@click.option("--dry-run", is_flag=True, help="Resolve and check everything, print the launch "
+              "command, start nothing.")
+@config_options
+@verbose_option
+def train(config_file, dry_run, **flags):
+    """Run GRPO: B tasks × G rollouts per step through the rollout/grade path, one AdamW step.
+
+    Writes OUT/metrics.jsonl (one line per step), OUT/attempts.jsonl (one attempt record per
+    training episode, readable by bucket and evalstats) and OUT/checkpoints/step-N/{hf,ds}.
+
+    \b
+    Example:
+      grpo train --config configs/grpo.yaml --pool pool.jsonl --out runs/r1 --dry-run
+      grpo train --config configs/grpo.yaml --pool pool.jsonl --out runs/r1
+      grpo train --config configs/grpo.yaml --pool pool.jsonl --out runs/r1 --resume
+    """
+    flags = {k: (list(v) if isinstance(v, tuple) else v) for k, v in flags.items()}
+    flags = {k: (None if v == [] else v) for k, v in flags.items()}
+    cfg = resolve(config_file, flags)
+    if dry_run:
+        argv = click.get_current_context().meta["grpo.argv"]
+        dry_run_report(cfg, [a for a in argv if a != "--dry-run"])
+        return
+    from endstate.grpo.train import train as run_training
+
+    run_training(cfg)
+
+
+def dry_run_report(cfg, args: list[str]) -> None:
+    """Check pool, model, output folder, DeepSpeed config and divisibility; print and exit 0."""
+    from endstate.core.local_model import resolve_model
+    from endstate.grpo.engine import resolve_ds_config
+    from endstate.rollout.runner import load_tasks
+
+    tasks = load_tasks([cfg.pool], None)
+    if not tasks:
+        raise EndstateError(f"{cfg.pool}: no tasks in the pool")
+    model = resolve_model(cfg.model)
+    ds = resolve_ds_config(cfg.deepspeed)
+    out = Path(cfg.out)
+    if (out / "metrics.jsonl").exists() and not cfg.resume:
+        raise EndstateError(f"{out}/metrics.jsonl exists; pass --resume or choose another --out")
+    if cfg.resume and not (out / "checkpoints" / "latest").exists():
+        raise EndstateError(f"--resume: no checkpoint under {out}/checkpoints")
+    probe = out if out.exists() else next(p for p in out.parents if p.exists())
+    if not shutil.disk_usage(probe).free:
+        raise EndstateError(f"{probe}: no free space for checkpoints")
+    for key, value in cfg.to_dict().items():
+        click.echo(f"{key}: {value}")
+    click.echo(f"pool_tasks: {len(tasks)}")
+    click.echo(f"model_dir: {model}")
+    click.echo(f"deepspeed_config: {ds}")
+    click.echo(f"world_size: {cfg.world}")
+    click.echo(f"episodes_per_step: {cfg.batch_tasks * cfg.group_size} "
+               f"({cfg.batch_tasks * cfg.group_size // cfg.world} per rank)")
+    click.echo(f"launch: {launch_command(cfg, args)}")
+
+
+@cli.command()
+@click.argument("checkpoint", type=click.Path(exists=True, file_okay=False))
+@click.argument("target", type=click.Path(file_okay=False))
+@verbose_option
+def export(checkpoint, target):
+    """Write CHECKPOINT (a run folder: its latest checkpoint; or a checkpoints/step-N folder) as a
+    plain HF folder TARGET (fp32 weights rebuilt from the DeepSpeed state, config, tokenizer).
+
+    \b
+    Example:
+      grpo export runs/r1 runs/r1-hf
+      rollout tasks/bench/retail.jsonl -n 4 --model runs/r1-hf > episodes.jsonl
+    """
+    from endstate.grpo.export import export_checkpoint
+
+    folder = export_checkpoint(Path(checkpoint), Path(target))
+    click.echo(f"exported {folder} to {target}", err=True)
+
+
+main = run(cli)
+
+
+if __name__ == "__main__":  # torchrun -m endstate.grpo.cli train ...
+    main()

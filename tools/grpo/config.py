@@ -1,0 +1,140 @@
+"""grpo's configuration: one dataclass, defaults ← optional YAML file ← command-line flags.
+No exec, no globals: the resolved config is a plain value, printed by --dry-run and saved with
+every run (`config.json` in the output folder)."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from endstate.core.errors import EndstateError
+from endstate.grpo.algorithm import LOSS_AGG
+
+ROLLOUT_ENGINES = ("local", "vllm")
+
+
+@dataclass
+class TrainConfig:
+    # data and model
+    pool: str = ""  # task JSONL (bucket --tasks output, or any task file)
+    model: str = "embedded"  # a local HF folder, or `embedded` (SmolLM2-135M-Instruct)
+    out: str = "runs/grpo"
+    domains: list[str] = field(default_factory=list)
+    # the algorithm
+    steps: int = 50
+    batch_tasks: int = 18  # B: informative groups per step
+    group_size: int = 8  # G: rollouts per task
+    std_norm: bool = True  # advantage /= (group std + eps)
+    adv_eps: float = 1e-6
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    loss_agg: str = "token-mean"
+    kl_coef: float = 0.0  # > 0 loads a frozen reference model
+    max_rounds: int = 4  # generation rounds per step (zero-variance refills, re-generations)
+    max_regenerations: int = 2  # per task and step, after a system error
+    # optimization
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    micro_batch: int = 4  # sequences per forward/backward
+    deepspeed: str = "zero2"  # configs/deepspeed/NAME.json or a path
+    # rollouts
+    rollout_engine: str = "local"
+    gen_batch: int = 64  # prompts per generate() call
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    max_context: int = 8192
+    max_turns: int | None = None
+    few_shot: bool = True
+    tool_prefill: bool | None = None  # None: rollout's default (on for the embedded model)
+    vllm_gpu_memory: float = 0.35  # fraction of GPU memory vLLM may take when colocated
+    # bookkeeping
+    seed: int = 0
+    save_freq: int = 5
+    resume: bool = False
+    plot: str | None = None
+    retire: bool = False
+    keep: list[str] = field(default_factory=lambda: ["hard", "medium", "easy"])
+    base_attempts: list[str] = field(default_factory=list)  # probe attempts for --retire
+    device: str = "cpu"  # cpu or cuda (each rank uses cuda:LOCAL_RANK)
+    # launch topology (for --dry-run's command and the divisibility check)
+    nodes: int = 1
+    gpus_per_node: int = 1
+
+    @property
+    def world(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def validate(self) -> None:
+        if not self.pool:
+            raise EndstateError("give --pool POOL.jsonl (bucket --tasks output or a task file)")
+        if self.loss_agg not in LOSS_AGG:
+            raise EndstateError(f"loss_agg {self.loss_agg!r}: choose one of {', '.join(LOSS_AGG)}")
+        if self.rollout_engine not in ROLLOUT_ENGINES:
+            raise EndstateError(f"rollout_engine {self.rollout_engine!r}: choose local or vllm")
+        if self.rollout_engine == "vllm" and self.device == "cpu":
+            raise EndstateError("--rollout-engine vllm needs --device cuda")
+        for name in ("steps", "batch_tasks", "group_size", "max_rounds", "micro_batch", "gen_batch",
+                     "save_freq", "nodes", "gpus_per_node"):
+            if getattr(self, name) < 1:
+                raise EndstateError(f"{name} must be at least 1")
+        if self.group_size < 2:
+            raise EndstateError("group_size must be at least 2: advantages compare rollouts of a task")
+        if (self.batch_tasks * self.group_size) % self.world:
+            raise EndstateError(
+                f"batch_tasks × group_size = {self.batch_tasks * self.group_size} is not divisible by "
+                f"the data-parallel size {self.world} ({self.nodes} node(s) × {self.gpus_per_node}); "
+                "change --batch-tasks, --group-size or the topology")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
+
+
+def load_yaml(path: str | None) -> dict[str, Any]:
+    if not path:
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise EndstateError(f"{path}: cannot read the config: {e}") from None
+    if not isinstance(data, dict):
+        raise EndstateError(f"{path}: a grpo config is a mapping of keys to values")
+    unknown = sorted(set(data) - set(FIELDS))
+    if unknown:
+        raise EndstateError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(FIELDS)}")
+    return data
+
+
+def resolve(yaml_path: str | None, flags: dict[str, Any]) -> TrainConfig:
+    """Defaults, then the YAML file, then the flags the user actually gave (None = not given)."""
+    values = {**load_yaml(yaml_path), **{k: v for k, v in flags.items() if v is not None}}
+    for k in ("domains", "keep", "base_attempts"):
+        if isinstance(values.get(k), (str, tuple)):
+            v = values[k]
+            values[k] = [x for x in (v.split(",") if isinstance(v, str) else v) if x]
+    cfg = TrainConfig(**values)
+    cfg.validate()
+    return cfg
+
+
+def launch_command(cfg: TrainConfig, args: list[str]) -> str:
+    """The exact command that runs this config (`args`: the train arguments, without --dry-run):
+    plain on one process, torchrun otherwise. Under Slurm (slurm/grpo.sbatch) `srun` runs it once
+    per node; $MASTER_ADDR and $SLURM_JOB_ID are left for the shell of each node to expand."""
+    train = ["train", *(shlex.quote(a) for a in args)]
+    if cfg.world == 1:
+        return " ".join(["grpo", *train])
+    torchrun = ["torchrun", f"--nnodes={cfg.nodes}", f"--nproc-per-node={cfg.gpus_per_node}"]
+    if cfg.nodes > 1:
+        torchrun += ["--rdzv-backend=c10d", "--rdzv-endpoint=$MASTER_ADDR:29500",
+                     "--rdzv-id=$SLURM_JOB_ID"]
+    return " ".join(torchrun + ["-m", "endstate.grpo.cli", *train])

@@ -1,0 +1,247 @@
+"""The DeepSpeed side: distributed init, the engine, one GRPO update, checkpoints, HF export.
+
+One code path from a laptop to a cluster: on CPU it runs with DS_ACCELERATOR=cpu, the gloo
+backend and fp32; on GPU with NCCL and bf16. The optimizer is a torch AdamW handed to DeepSpeed,
+so no DeepSpeed op is compiled (ZeRO-Offload configs opt into DeepSpeed's CPUAdam instead).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from endstate.core.errors import EndstateError
+from endstate.grpo.algorithm import aggregate, clipped_surrogate, kl_k3, token_logprobs
+from endstate.grpo.batch import Sample, collate, micro_batches
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "deepspeed"
+HF_DIR = "hf"  # inside a checkpoint folder: the plain HF weights + tokenizer
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_distributed(device: str) -> tuple[int, int]:
+    """(rank, world size). Outside a launcher this process is a world of one (DeepSpeed would
+    otherwise look for mpi4py). Must run before deepspeed is imported on CPU."""
+    if device == "cpu":
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    if "RANK" not in os.environ:
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=os.environ.get("MASTER_PORT") or str(_free_port()))
+    try:
+        import deepspeed
+    except ImportError:
+        raise EndstateError("grpo needs deepspeed: DS_BUILD_OPS=0 pip install --no-build-isolation "
+                            "deepspeed (after torch; or pip install 'endstate[train]')") from None
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        deepspeed.init_distributed(dist_backend="gloo" if device == "cpu" else "nccl",
+                                   verbose=False)
+    return dist.get_rank(), dist.get_world_size()
+
+
+def resolve_ds_config(name_or_path: str) -> Path:
+    """`zero2` means configs/deepspeed/zero2.json; anything else is a path to a JSON file."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = CONFIG_DIR / f"{name_or_path}.json"
+    if not path.exists():
+        known = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.json")))
+        raise EndstateError(f"DeepSpeed config {name_or_path!r} not found; use one of {known} "
+                            "or a path to a JSON file")
+    return path
+
+
+def ds_config(path: Path, *, micro_batch: int, grad_accum: int, world: int, bf16: bool,
+              grad_clip: float) -> dict[str, Any]:
+    """The JSON config with this run's batch geometry, precision and clipping filled in."""
+    config = json.loads(path.read_text())
+    config.update(train_micro_batch_size_per_gpu=micro_batch, gradient_accumulation_steps=grad_accum,
+                  train_batch_size=micro_batch * grad_accum * world, gradient_clipping=grad_clip,
+                  steps_per_print=10 ** 9, wall_clock_breakdown=False)
+    config["bf16"] = {"enabled": bf16}
+    config.pop("fp16", None)
+    return config
+
+
+def uses_ds_optimizer(config: dict[str, Any]) -> bool:
+    """ZeRO-Offload of the optimizer needs DeepSpeed's own (compiled) CPUAdam."""
+    offload = config.get("zero_optimization", {}).get("offload_optimizer", {})
+    return offload.get("device", "none") not in ("none", None)
+
+
+def plain_config(model_dir: Path):
+    """The model's config without a leftover GGUF `quantization_config`: the embedded model's
+    cached folder holds dequantized safetensors but its config still names the GGUF file, and
+    transformers then refuses to train or save it ("purely quantized model")."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model_dir)
+    quant = getattr(config, "quantization_config", None)
+    method = quant.get("quant_method") if isinstance(quant, dict) else getattr(quant, "quant_method", None)
+    if str(method).lower().endswith("gguf"):
+        del config.quantization_config
+    return config
+
+
+@dataclass
+class LossConfig:
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    loss_agg: str = "token-mean"
+    kl_coef: float = 0.0
+    micro_batch: int = 4
+
+
+class Policy:
+    """The trained model inside a DeepSpeed engine, plus an optional frozen reference for KL."""
+
+    def __init__(self, model_dir: Path, ds: dict[str, Any], lr: float, weight_decay: float,
+                 device: str, reference: bool, seed: int):
+        import deepspeed
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        torch.manual_seed(seed)
+        self.device = device
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        dtype = torch.bfloat16 if ds["bf16"]["enabled"] else torch.float32
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, config=plain_config(model_dir))
+        model.config.use_cache = False
+        params = [p for p in model.parameters() if p.requires_grad]
+        if uses_ds_optimizer(ds):
+            ds = {**ds, "optimizer": {"type": "AdamW", "params": {
+                "lr": lr, "weight_decay": weight_decay, "betas": [0.9, 0.999], "eps": 1e-8}}}
+            optimizer = None
+        else:
+            optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, betas=(0.9, 0.999),
+                                          eps=1e-8)
+        self.engine, *_ = deepspeed.initialize(model=model, model_parameters=params,
+                                               optimizer=optimizer, config=ds)
+        self.ref = None
+        if reference:
+            self.ref = AutoModelForCausalLM.from_pretrained(
+                model_dir, dtype=dtype, config=plain_config(model_dir)).to(self.engine.device)
+            self.ref.eval().requires_grad_(False)
+        self.pad_id = (self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None
+                       else self.tokenizer.eos_token_id)
+
+    @property
+    def module(self):
+        return self.engine.module
+
+    def _logprobs(self, model, batch, columns):
+        """log p and entropy of the targets at `columns` (positions with a completion token)."""
+        device = self.engine.device
+        out = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
+                    logits_to_keep=columns.to(device), use_cache=False)
+        return token_logprobs(out.logits, batch.targets[:, columns].to(device))  # (B, C) each
+
+    def update(self, samples: list[Sample], loss: LossConfig, norm: float,
+               world_micro_batches: int) -> dict[str, float]:
+        """Forward/backward every micro-batch of this rank's samples, then one optimizer step.
+
+        `norm` is the batch denominator (all ranks), `world_micro_batches` the largest micro-batch
+        count on any rank: ranks with fewer run empty passes, so every rank joins every collective.
+        """
+        import torch
+
+        engine = self.engine
+        engine.train()
+        chunks = micro_batches(samples, loss.micro_batch)
+        assert len(chunks) <= world_micro_batches
+        # DeepSpeed averages gradients over ranks; the aggregation already divides by `norm`.
+        scale = float(engine.dp_world_size)
+        sums = {"loss": 0.0, "clipped": 0.0, "entropy": 0.0, "kl": 0.0, "tokens": 0.0}
+        for k in range(world_micro_batches):
+            engine.set_gradient_accumulation_boundary(k == world_micro_batches - 1)
+            if k < len(chunks):
+                batch = collate(chunks[k], self.pad_id)
+                columns = batch.mask.any(0).nonzero().squeeze(-1)  # (C,)
+                mask = batch.mask[:, columns].to(engine.device)  # (B, C)
+                logp, entropy = self._logprobs(engine, batch, columns)  # (B, C)
+                old = batch.old_logprobs[:, columns].to(engine.device)  # (B, C)
+                old = torch.where(torch.isnan(old), logp.detach(), old)
+                advantages = batch.advantages[:, columns].to(engine.device)  # (B, C)
+                per_token, clipped = clipped_surrogate(logp, old, advantages, loss.clip_low, loss.clip_high)
+                if self.ref is not None and loss.kl_coef:
+                    with torch.no_grad():
+                        ref_logp, _ = self._logprobs(self.ref, batch, columns)
+                    kl = kl_k3(logp, ref_logp)  # (B, C)
+                    per_token = per_token + loss.kl_coef * kl
+                    sums["kl"] += float((kl.detach() * mask).sum())
+                objective = aggregate(per_token, mask, loss.loss_agg, norm)
+                sums["loss"] += float(objective.detach())
+                sums["clipped"] += float((clipped * mask).sum())
+                sums["entropy"] += float((entropy * mask).sum())
+                sums["tokens"] += float(mask.sum())
+            else:  # this rank ran out of samples: a zero-gradient pass keeps the collectives matched
+                filler = Sample([self.pad_id] * 2, [False, True], [float("nan")] * 2, 0.0)
+                batch = collate([filler], self.pad_id)
+                columns = batch.mask.any(0).nonzero().squeeze(-1)
+                logp, _ = self._logprobs(engine, batch, columns)
+                objective = logp.sum() * 0.0
+            engine.backward(objective * scale, scale_wrt_gas=False)
+            if k == world_micro_batches - 1 and engine.zero_optimization_stage() == 0:
+                # stage 0 clips but does not record the norm: take it before the step (reduced)
+                grads = [p.grad.detach().float().norm() for p in engine.module.parameters()
+                         if p.grad is not None]
+                stage0_norm = float(torch.stack(grads).norm()) if grads else 0.0
+            engine.step()
+        grad_norm = engine.get_global_grad_norm()
+        if grad_norm is None and engine.zero_optimization_stage() == 0:
+            grad_norm = stage0_norm
+        return {**sums, "grad_norm": float(grad_norm) if grad_norm is not None else float("nan")}
+
+    def named_weights(self):
+        """(name, full tensor) for every parameter, gathered one at a time under ZeRO-3: what
+        a colocated vLLM loads after each optimizer step. Collective under ZeRO-3."""
+        import deepspeed
+
+        zero3 = self.engine.zero_optimization_partition_weights()
+        for name, param in self.module.named_parameters():
+            if zero3:
+                with deepspeed.zero.GatheredParameters([param]):
+                    yield name, param.data.detach().clone()
+            else:
+                yield name, param.data.detach()
+
+    # -- checkpoints -------------------------------------------------------------------------------
+
+    def save(self, folder: Path, client_state: dict[str, Any]) -> None:
+        """DeepSpeed state (weights, optimizer) + client state under folder/ds, HF weights under
+        folder/hf. Collective: every rank calls it."""
+        import torch.distributed as dist
+
+        self.engine.save_checkpoint(str(folder / "ds"), tag="state", client_state=client_state)
+        self.save_hf(folder / HF_DIR)
+        dist.barrier()
+
+    def save_hf(self, target: Path) -> None:
+        """Plain HF weights (loadable by transformers, vLLM, `rollout --model`). Collective."""
+        import torch.distributed as dist
+
+        engine = self.engine
+        if engine.zero_optimization_partition_weights():
+            state = engine._zero3_consolidated_16bit_state_dict()
+        else:
+            state = engine.module.state_dict() if dist.get_rank() == 0 else None
+        if dist.get_rank() == 0:
+            target.mkdir(parents=True, exist_ok=True)
+            engine.module.save_pretrained(target, state_dict=state, safe_serialization=True)
+            self.tokenizer.save_pretrained(target)
+
+    def load(self, folder: Path) -> dict[str, Any]:
+        path, client_state = self.engine.load_checkpoint(str(folder / "ds"), tag="state")
+        if path is None:
+            raise EndstateError(f"{folder}/ds: no DeepSpeed checkpoint to resume from")
+        return client_state

@@ -1,0 +1,331 @@
+"""GRPO on terminal-state rewards: the training loop of `grpo train`.
+
+The algorithm, per step:
+  1. Draw B tasks from the fixed pool (shuffled passes without replacement; the sampler state is
+     checkpointed) and run G episodes of each with the *current* weights, through the same episode
+     loop and grader as `rollout`/`probe`. Reward 1 when every check on the terminal database
+     state passes, else 0.
+  2. A group whose G rewards are all equal has zero advantage: drop it and draw a fresh task in
+     its place (DAPO's dynamic sampling). A group with a `system_error` episode is never scored:
+     its task is generated again. Both are bounded: at most `max_rounds` generation rounds per step,
+     `max_regenerations` per task; every count goes to the metrics line.
+  3. Advantage of an episode = reward − group mean, divided by (group std + ε) unless --no-std-norm.
+     Every completion token of the episode carries it; prompt, observation and padding tokens are
+     masked out. Training ids are the sampler's own ids (no re-tokenization).
+  4. Loss = clipped surrogate −min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A) per token, ρ = π_θ / π_old
+     with π_old the sampler's log-probs at temperature 1, aggregated token-mean over all completion
+     tokens of the batch (or seq-mean-token-mean, seq-mean-token-sum-norm), + β·KL_k3(π‖π_ref)
+     when kl_coef > 0. Micro-batches accumulate; one AdamW step, gradients clipped at 1.0. If every
+     advantage is zero (no informative group survived), the step is skipped.
+  5. Append one attempt record per episode to attempts.jsonl (each training group is a probe),
+     one metrics line to metrics.jsonl; optionally retire tasks whose posterior left the kept bands;
+     every `save_freq` steps write a checkpoint (HF weights + DeepSpeed optimizer state + sampler,
+     counters and RNG state). --resume continues from the latest one exactly.
+
+Departures from textbook GRPO (DeepSeekMath): one optimizer step per batch (π_old is the sampler,
+so ρ ≈ 1 up to sampler/trainer numerics and clipping guards against their drift, as in verl and
+TRL with one iteration); token-mean aggregation over the batch instead of per-sequence means (DAPO;
+a long episode is not down-weighted); no KL term by default (β = 0, no reference model loaded);
+zero-variance groups are replaced rather than trained on with zero advantage; asymmetric clip
+(ε_high) available; the reward is a database check, binary.
+
+Launch:
+  # one CPU process, the embedded SmolLM2-135M (fp32, gloo):
+  grpo train --pool pool.jsonl --model embedded --out runs/smol --batch-tasks 2 --group-size 4 \\
+      --steps 2 --max-new-tokens 64 --max-turns 4 --deepspeed zero0
+  # one GPU node, 8 ranks, vLLM colocated in each rank:
+  torchrun --nproc-per-node=8 -m endstate.grpo.cli train --config configs/grpo.yaml --device cuda \\
+      --rollout-engine vllm --gpus-per-node 8
+  # 3 nodes × 8 GPUs under Slurm: sbatch slurm/grpo.sbatch (srun + torchrun rendezvous)
+  # see what a config resolves to and the command, without starting anything:
+  grpo train --config configs/grpo.yaml --dry-run
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from endstate.core.cli import env_domain_dirs
+from endstate.core.domain import Domains
+from endstate.core.errors import EndstateError
+from endstate.core.local_model import LocalGenerator, resolve_model
+from endstate.core.records import dumps
+from endstate.core.trace import ChatTemplate
+from endstate.grade.grader import Grader
+from endstate.grpo.algorithm import group_advantages, normalizer
+from endstate.grpo.batch import Sample, sample_of
+from endstate.grpo.checkpoint import (
+    latest_checkpoint,
+    restore_rng,
+    rng_state,
+    save_checkpoint,
+    truncate_log,
+)
+from endstate.grpo.config import TrainConfig
+from endstate.grpo.engine import LossConfig, Policy, ds_config, init_distributed, resolve_ds_config
+from endstate.grpo.retire import Retirement
+from endstate.grpo.rollouts import run_groups
+from endstate.grpo.sampling import Collected, Group, PoolSampler, collect
+from endstate.probe.cli import attempt_record
+from endstate.rollout.runner import RunConfig, load_tasks
+
+
+def log(message: str) -> None:
+    click.echo(f"grpo: {message}", err=True)
+
+
+def derived_seed(*parts: Any) -> int:
+    """A seed for (run seed, step, round, rank): stable across runs and resumes."""
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:4], "little")
+
+
+def run_config(cfg: TrainConfig, seed: int) -> RunConfig:
+    return RunConfig(backend="local", model=cfg.model, temperature=cfg.temperature, top_p=cfg.top_p,
+                     max_new_tokens=cfg.max_new_tokens, max_context=cfg.max_context,
+                     max_turns=cfg.max_turns, seed=seed, jobs=cfg.gen_batch, few_shot=cfg.few_shot,
+                     tool_prefill=cfg.tool_prefill, device=cfg.device)
+
+
+def shard_samples(samples: list[Sample], rank: int, world: int) -> list[Sample]:
+    """Longest first, dealt round-robin: every rank gets |samples|/world sequences of similar length."""
+    order = sorted(range(len(samples)), key=lambda i: (-len(samples[i].ids), i))
+    return [samples[i] for i in order[rank::world]]
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig):
+        self.cfg = cfg
+        if cfg.device == "cuda":  # before NCCL comes up: each rank on its own GPU
+            import torch
+
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        self.rank, self.world = init_distributed(cfg.device)
+        if self.world != cfg.world:
+            log(f"running on {self.world} rank(s) (the config says {cfg.world}); using {self.world}")
+            if (cfg.batch_tasks * cfg.group_size) % self.world:
+                raise EndstateError(f"batch_tasks × group_size is not divisible by {self.world} ranks")
+        self.out = Path(cfg.out)
+        self.domains = Domains([*cfg.domains, *env_domain_dirs()])
+        self.tasks = {t["id"]: t for t in load_tasks([cfg.pool], None)}
+        if not self.tasks:
+            raise EndstateError(f"{cfg.pool}: no tasks in the pool")
+        for t in self.tasks.values():
+            self.domains[t["domain"]]  # fail now on an unknown domain, not mid-run
+        self.grader = Grader(self.domains)
+        self.model_dir = resolve_model(cfg.model)
+        per_rank = cfg.batch_tasks * cfg.group_size // self.world
+        ds = ds_config(resolve_ds_config(cfg.deepspeed), micro_batch=cfg.micro_batch,
+                       grad_accum=max(1, -(-per_rank // cfg.micro_batch)), world=self.world,
+                       bf16=cfg.device != "cpu", grad_clip=cfg.grad_clip)
+        self.policy = Policy(self.model_dir, ds, cfg.lr, cfg.weight_decay, cfg.device,
+                             reference=cfg.kl_coef > 0, seed=cfg.seed)
+        self.template = ChatTemplate(self.policy.tokenizer)
+        self.sampler = PoolSampler(list(self.tasks), cfg.seed)
+        self.attempts: dict[str, int] = {}  # next attempt number per task
+        self.retirement = Retirement(cfg.keep, cfg.base_attempts) if cfg.retire else None
+        self.step = 0
+        self.vllm = None
+        if cfg.rollout_engine == "vllm":
+            from endstate.grpo.vllm_engine import VLLMGenerator
+
+            self.vllm = VLLMGenerator(self.model_dir, cfg.max_context, cfg.vllm_gpu_memory, cfg.seed)
+        if cfg.resume:
+            self._resume()
+        elif self.rank == 0:
+            for name in ("metrics.jsonl", "attempts.jsonl"):
+                if (self.out / name).exists() and (self.out / name).stat().st_size:
+                    raise EndstateError(f"{self.out / name} exists; pass --resume to continue that "
+                                        "run, or choose another --out")
+
+    # -- state -------------------------------------------------------------------------------------
+
+    def client_state(self) -> dict[str, Any]:
+        return {"step": self.step, "sampler": self.sampler.state_dict(), "attempts": dict(self.attempts),
+                "rng": rng_state(), "retirement": self.retirement.state_dict() if self.retirement else None,
+                "config": self.cfg.to_dict()}
+
+    def _resume(self) -> None:
+        folder = latest_checkpoint(self.out)
+        if folder is None:
+            raise EndstateError(f"--resume: no checkpoint under {self.out}/checkpoints")
+        state = self.policy.load(folder)
+        self.step = state["step"]
+        self.sampler.load_state_dict(state["sampler"])
+        self.attempts = dict(state["attempts"])
+        if self.retirement and state.get("retirement"):
+            self.retirement.load_state_dict(state["retirement"])
+        restore_rng(state["rng"])
+        if self.vllm:
+            self.vllm.push(self.policy.named_weights())
+        if self.rank == 0:
+            for name in ("metrics.jsonl", "attempts.jsonl"):
+                truncate_log(self.out / name, self.step)
+        log(f"resumed from {folder} at step {self.step}")
+
+    # -- rollouts ----------------------------------------------------------------------------------
+
+    def _generator(self, seed: int):
+        if self.vllm:
+            return self.vllm.sampler(self.cfg.max_new_tokens, self.cfg.temperature, self.cfg.top_p, seed)
+        module = self.policy.module
+        module.eval()
+        return LocalGenerator(module, self.policy.tokenizer, run_config(self.cfg, seed).sampling,
+                              seed=seed, max_batch=self.cfg.gen_batch).generate
+
+    def generate(self, task_ids: list[str], round_: int) -> list[Group]:
+        """G episodes per task: each rank runs its share, then all ranks hold all groups."""
+        cfg = self.cfg
+        bases = []
+        for task_id in task_ids:  # every rank numbers every task, so the numbers agree
+            bases.append(self.attempts.get(task_id, 0))
+            self.attempts[task_id] = bases[-1] + cfg.group_size
+        mine = list(range(self.rank, len(task_ids), self.world))
+        seed = derived_seed(cfg.seed, self.step, round_, self.rank)
+        local = run_groups([self.tasks[task_ids[i]] for i in mine], cfg.group_size,
+                           run_config(cfg, seed), self.domains, self.grader, self.template,
+                           self._generator(seed), [bases[i] for i in mine])
+        local = [Group(g.task_id, g.rewards, [slim(e) for e in g.episodes]) for g in local]
+        if self.world == 1:
+            return local
+        import torch.distributed as dist
+
+        gathered: list[list[Group] | None] = [None] * self.world
+        dist.all_gather_object(gathered, list(zip(mine, local)))
+        by_index = dict(pair for part in gathered for pair in part)
+        return [by_index[i] for i in range(len(task_ids))]
+
+    # -- one step ----------------------------------------------------------------------------------
+
+    def train_step(self) -> dict[str, Any]:
+        cfg = self.cfg
+        started = time.perf_counter()
+        collected = collect(self.sampler.draw, self.generate, cfg.batch_tasks, cfg.max_rounds,
+                            cfg.max_regenerations)
+        rollout_s = time.perf_counter() - started
+        samples = [sample_of(e["turns"], a, e["episode_id"])
+                   for g in collected.groups
+                   for e, a in zip(g.episodes, group_advantages(g.rewards, cfg.std_norm, cfg.adv_eps))]
+        skipped = not samples or all(s.advantage == 0 for s in samples)
+        stats: dict[str, float] = {}
+        t = time.perf_counter()
+        if not skipped:
+            mine = shard_samples(samples, self.rank, self.world)
+            per_rank = max(-(-len(shard_samples(samples, r, self.world)) // cfg.micro_batch)
+                           for r in range(self.world))
+            norm = normalizer([s.completion_tokens for s in samples], cfg.loss_agg, cfg.max_new_tokens)
+            loss = LossConfig(cfg.clip_low, cfg.clip_high, cfg.loss_agg, cfg.kl_coef, cfg.micro_batch)
+            stats = self.policy.update(mine, loss, norm, per_rank)
+            stats = self._reduce(stats)
+            if self.vllm:
+                self.vllm.push(self.policy.named_weights())
+        else:
+            log(f"step {self.step + 1}: every advantage is zero; optimizer step skipped")
+        update_s = time.perf_counter() - t
+        self.step += 1
+        metrics = step_metrics(self.step, collected, samples, stats, skipped,
+                               time.perf_counter() - started, rollout_s, update_s)
+        retired = self.retirement.update(collected.generated, self.sampler) if self.retirement else []
+        metrics["retired"] = retired
+        if self.rank == 0:
+            self._write(collected, metrics)
+        return metrics
+
+    def _reduce(self, stats: dict[str, float]) -> dict[str, float]:
+        """Sum the per-rank sums; grad_norm is already global."""
+        sums = {k: v for k, v in stats.items() if k != "grad_norm"}
+        if self.world > 1:
+            import torch
+            import torch.distributed as dist
+
+            keys = sorted(sums)
+            t = torch.tensor([sums[k] for k in keys], dtype=torch.float64)
+            dist.all_reduce(t)
+            sums = dict(zip(keys, t.tolist()))
+        return {**sums, "grad_norm": stats["grad_norm"]}
+
+    def _write(self, collected: Collected, metrics: dict[str, Any]) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        with open(self.out / "attempts.jsonl", "ab") as fh:
+            for g in collected.generated:
+                fh.writelines(dumps({**attempt_record(e), "step": self.step}) for e in g.episodes)
+        with open(self.out / "metrics.jsonl", "ab") as fh:
+            fh.write(dumps(metrics))
+        for entry in collected.log:
+            log(f"step {self.step} round {entry['round']}: {entry['tasks']} task(s), "
+                f"{entry['informative']} informative, {entry['zero_variance']} zero-variance, "
+                f"{entry['system_error']} with a system error")
+        log(f"step {self.step}: reward {metrics['reward_mean']:.3f}, loss {metrics['loss']:.4g}, "
+            f"{metrics['groups']} group(s) trained, {metrics['step_s']:.1f}s")
+
+    def run(self) -> list[dict[str, Any]]:
+        cfg = self.cfg
+        if self.rank == 0:
+            self.out.mkdir(parents=True, exist_ok=True)
+            (self.out / "config.json").write_bytes(dumps(cfg.to_dict()))
+        history = []
+        while self.step < cfg.steps:
+            history.append(self.train_step())
+            if self.step % cfg.save_freq == 0 or self.step == cfg.steps:
+                save_checkpoint(self.policy, self.out, self.step, self.client_state())
+                if cfg.plot and self.rank == 0:
+                    from endstate.grpo.plot import plot_metrics
+
+                    plot_metrics(self.out / "metrics.jsonl", cfg.plot)
+        return history
+
+
+def slim(episode: dict[str, Any]) -> dict[str, Any]:
+    """What the trainer keeps of a graded episode (the rest stays out of all_gather)."""
+    keep = ("episode_id", "task_id", "domain", "attempt", "reward", "status", "policy", "usage",
+            "cost_usd", "turns", "termination")
+    return {k: episode.get(k) for k in keep}
+
+
+def step_metrics(step: int, c: Collected, samples: list[Sample], stats: dict[str, float],
+                 skipped: bool, step_s: float, rollout_s: float, update_s: float) -> dict[str, Any]:
+    clean = [r for g in c.generated for r in g.rewards if r is not None]
+    clean_groups = [g for g in c.generated if not g.system_error]
+    trained = [r for g in c.groups for r in g.rewards]
+    tokens = sum(len(s.ids) for s in samples)
+    completion = stats.get("tokens", 0.0)
+    return {
+        "step": step,
+        "reward_mean": sum(clean) / len(clean) if clean else None,  # every clean episode this step
+        "batch_reward_mean": sum(trained) / len(trained) if trained else None,  # the trained groups
+        "zero_variance_frac": c.zero_variance / len(clean_groups) if clean_groups else None,
+        **c.counts(),
+        "system_errors": sum(r is None for g in c.generated for r in g.rewards),
+        "groups": len(c.groups), "episodes": len(samples), "tokens": tokens,
+        "completion_tokens": int(sum(s.completion_tokens for s in samples)),
+        "loss": stats.get("loss", 0.0), "grad_norm": stats.get("grad_norm"),
+        "clip_frac": stats["clipped"] / completion if completion else 0.0,
+        "entropy": stats["entropy"] / completion if completion else None,
+        "kl": stats["kl"] / completion if completion else 0.0,
+        "skipped": skipped, "step_s": round(step_s, 3), "rollout_s": round(rollout_s, 3),
+        "update_s": round(update_s, 3), "tokens_per_s": round(tokens / update_s, 1) if update_s and tokens else 0.0,
+        "rounds_log": c.log,
+    }
+
+
+def seed_everything(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2 ** 32)
+    torch.manual_seed(seed)
+
+
+def train(cfg: TrainConfig) -> list[dict[str, Any]]:
+    seed_everything(cfg.seed)
+    trainer = Trainer(cfg)
+    history = trainer.run()
+    if trainer.rank == 0:
+        log(f"done, {trainer.step} step(s); checkpoints under {cfg.out}/checkpoints")
+    return history
