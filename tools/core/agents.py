@@ -152,7 +152,7 @@ class ChatSession:
     endpoints: Endpoints
     model: str
     sampling: Sampling
-    seed: int
+    seed: int | None
     tool_specs: list[dict[str, Any]]
     system: str
     examples: list[FewShot]
@@ -169,7 +169,9 @@ class ChatSession:
         from openai.types.chat import ChatCompletion
 
         body = {"model": self.model, "messages": self.messages, "temperature": self.sampling.temperature,
-                "top_p": self.sampling.top_p, "max_tokens": self.sampling.max_new_tokens, "seed": self.seed}
+                "top_p": self.sampling.top_p, "max_tokens": self.sampling.max_new_tokens}
+        if self.seed is not None:
+            body["seed"] = self.seed
         if self.tool_specs:
             body["tools"] = self.tool_specs
 
@@ -256,7 +258,7 @@ class TokenSession:
         self.trace.append_prompt(self.template.delta(messages, self._last_finished))
 
 
-def completions_sampler(endpoints: Endpoints, model: str, sampling: Sampling, seed: int,
+def completions_sampler(endpoints: Endpoints, model: str, sampling: Sampling, seed: int | None,
                         eos_id: int) -> Callable[[list[int], int], Awaitable[Generation]]:
     """Token ids in, token ids and logprobs out, from a vLLM-style completions endpoint (which
     caches shared prefixes itself)."""
@@ -287,7 +289,7 @@ class ChatBackend:
     endpoints: Endpoints
     model: str
     sampling: Sampling
-    seed: int = 0
+    seed: int | None = 0
     few_shot: bool = True
 
     def open(self, domain: Domain, tool_specs: list[dict[str, Any]]) -> ChatSession:

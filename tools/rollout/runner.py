@@ -38,7 +38,7 @@ class RunConfig:
     max_new_tokens: int = 256
     max_context: int = 8192
     max_turns: int | None = None
-    seed: int = 0
+    seed: int | None = 0  # None: no seed is sent to endpoints (local generation uses 0)
     jobs: int = 8
     timeout: float = 60.0
     retries: int = 4
@@ -87,7 +87,7 @@ def build_backend(cfg: RunConfig, model_and_tokenizer=None) -> ChatBackend | Tok
         return TokenBackend(ChatTemplate(tokenizer), sample, cfg.sampling, cfg.max_context,
                             cfg.few_shot, cfg.prefill)
     model, tokenizer = model_and_tokenizer or load(resolve_model(cfg.model), cfg.device)
-    generator = LocalGenerator(model, tokenizer, cfg.sampling, seed=cfg.seed, max_batch=cfg.jobs)
+    generator = LocalGenerator(model, tokenizer, cfg.sampling, seed=cfg.seed or 0, max_batch=cfg.jobs)
     return TokenBackend(ChatTemplate(tokenizer), generator.submit, cfg.sampling, cfg.max_context,
                         cfg.few_shot, cfg.prefill)
 
