@@ -459,11 +459,48 @@ def cancel_and_move(s: Scene) -> dict:
     }
 
 
+def quick_cancel(s: Scene) -> dict:
+    """Everything in the first message, one call to make: the easiest rung of the ladder (a small
+    model solves it sometimes, which is what GRPO needs to learn from)."""
+    rng, c = s.rng, s.customer()
+    order = s.order(c, rng.choice(("pending", "processing")), s.some_lines())
+    oid = order["id"]
+    reason = rng.choice(sorted(CANCEL_WHY))
+    return {
+        "tags": ["cancel", "single-call"],
+        "user": user(f"{who(c)} You want order {oid} cancelled because {CANCEL_WHY[reason]}.",
+                     f"Please cancel order {oid}. {rng.choice(CANCEL_SAYS[reason])} Yes, go ahead.",
+                     ["Yes, please cancel it."]),
+        "checks": [row("cancelled", "orders", {"id": oid},
+                       {"status": "cancelled", "cancel_reason": reason}),
+                   only({"table": "orders", "where": {"id": oid}},
+                        {"table": "refunds", "where": {"order_id": oid}})],
+        "gold": [call("cancel_order", order_id=oid, reason=reason)],
+    }
+
+
+def quick_address(s: Scene) -> dict:
+    """Everything in the first message, one call: copy the order id and the new address."""
+    rng, c = s.rng, s.customer()
+    oid = s.order(c, "pending", s.some_lines())["id"]
+    new_address, _ = s.address(None)
+    return {
+        "tags": ["address", "single-call"],
+        "user": user(f"{who(c)} Pending order {oid} should ship to {new_address}.",
+                     f"Please ship order {oid} to {new_address} instead.", ["Yes, that's right."]),
+        "checks": [row("new-address", "orders", {"id": oid}, {"shipping_address": new_address}),
+                   only({"table": "orders", "where": {"id": oid}}, ignore=["orders.updated_at"])],
+        "gold": [call("update_shipping_address", order_id=oid, address=new_address)],
+    }
+
+
 TEMPLATES = {
     "cancel-order": cancel_order, "update-address": update_address, "return-item": return_item,
     "refund-received-return": refund_received_return, "exchange-item": exchange_item,
     "email-change": email_change, "refund-not-received": refund_not_received,
     "cancel-shipped": cancel_shipped, "cancel-and-move": cancel_and_move,
+    # last: adding a template must not reshuffle the others
+    "quick-cancel": quick_cancel, "quick-address": quick_address,
 }
 
 
