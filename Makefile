@@ -3,9 +3,14 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 EXTRAS ?= test,stats,local,mcp
+DEMO_OUT ?= out/demo
+DEMO_TASKS ?= 6
+DEMO_REPEATS ?= 4
+DEMO_STEPS ?= 2
+DEMO_EVAL_TASKS ?= 4
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test bench lint vllm-setup vllm-check
+.PHONY: help setup demo test bench lint vllm-setup vllm-check
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-8s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -20,6 +25,10 @@ $(VENV)/.installed: pyproject.toml
 	# DeepSpeed (grpo) is an sdist: without these flags its build pulls a multi-GB CUDA torch.
 	DS_BUILD_OPS=0 $(PY) -m pip install -q --no-build-isolation deepspeed==0.19.8
 	touch $@
+
+demo: setup ## the main job on CPU: probe, bucket, grpo, evaluate before/after (sizes: DEMO_TASKS=...)
+	DEMO_OUT=$(DEMO_OUT) DEMO_TASKS=$(DEMO_TASKS) DEMO_REPEATS=$(DEMO_REPEATS) \
+	  DEMO_STEPS=$(DEMO_STEPS) DEMO_EVAL_TASKS=$(DEMO_EVAL_TASKS) scripts/demo.sh
 
 test: setup ## run the test suite (no GPU, no network)
 	$(PY) -m pytest -q -n 2
