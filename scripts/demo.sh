@@ -18,8 +18,9 @@ STEPS=${DEMO_STEPS:-2}            # GRPO steps
 GROUP=${DEMO_GROUP:-4}            # rollouts per task in a GRPO group
 EVAL_TASKS=${DEMO_EVAL_TASKS:-4}  # held-out bench tasks
 BIN=.venv/bin
-# Short episodes keep the demo near 15 minutes on 2 cores; the tools' defaults are larger.
-EPISODE=(--max-new-tokens 64 --max-turns 8 --temperature 0.7 --seed 0)
+# Short episodes keep the demo near 15 minutes on 2 cores (the tools' defaults are larger), and
+# --micro-batch 1 keeps the update of ~3k-token SmolLM2 traces within ~6 GB (full-vocab logits).
+EPISODE=(--max-new-tokens 64 --max-turns 4 --temperature 0.7 --seed 0)
 mkdir -p "$OUT"
 started=$(date +%s)
 stage() { printf '\n== [%4ss] %s\n' "$(( $(date +%s) - started ))" "$*" >&2; }
@@ -61,8 +62,8 @@ stage "grpo: $STEPS steps on $(wc -l < "$pool") pooled tasks, groups of $GROUP"
 resume=()
 [ -d "$OUT/grpo/checkpoints" ] && resume=(--resume)
 $BIN/grpo train --pool "$pool" --model embedded --out "$OUT/grpo" --steps "$STEPS" \
-  --batch-tasks 2 --group-size "$GROUP" --max-rounds 1 --lr 1e-5 --save-freq "$STEPS" \
-  --max-new-tokens 64 --max-turns 8 --temperature 0.7 --plot "$OUT/training.png" "${resume[@]}"
+  --batch-tasks 2 --group-size "$GROUP" --max-rounds 1 --micro-batch 1 --lr 1e-5 --save-freq "$STEPS" \
+  --max-new-tokens 64 --max-turns 4 --temperature 0.7 --plot "$OUT/training.png" "${resume[@]}"
 TRAINED=$(ls -d "$OUT"/grpo/checkpoints/step-* | sort -V | tail -1)/hf
 
 stage "evaluate: $EVAL_TASKS bench tasks x $REPEATS, base and trained"
