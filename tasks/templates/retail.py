@@ -11,10 +11,19 @@ into a Scene and returns the task's user, checks and gold; the Scene's rows beco
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import random
 from datetime import datetime, timedelta
 from itertools import count
+from pathlib import Path
+
+# Cities and product categories come from the domain's seed, so the two cannot drift apart.
+_spec = importlib.util.spec_from_file_location(
+    "retail_seed", Path(__file__).resolve().parents[2] / "domains" / "retail" / "seed.py")
+_seed = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_seed)
+CITIES, CATEGORIES = _seed.CITIES, _seed.CATEGORIES
 
 SEED = 20260115
 PER_TEMPLATE = 14
@@ -32,21 +41,9 @@ LAST = ("Abernathy", "Baptiste", "Castellano", "Dragomir", "Eriksen", "Fontaine"
 STREETS = ("Aspen Way", "Birchwood Dr", "Chestnut St", "Dogwood Ln", "Evergreen Ter",
            "Foxglove Ct", "Goldenrod Ave", "Hawthorn Rd", "Ironwood Pl", "Juniper St",
            "Larkspur Ln", "Magnolia Ave")
-CITIES = (("Springfield", "IL", "627"), ("Portland", "OR", "972"), ("Austin", "TX", "787"),
-          ("Madison", "WI", "537"), ("Denver", "CO", "802"), ("Raleigh", "NC", "276"))
 MAIL_HOSTS = ("mailbox.example", "inbox.example", "post.example", "letters.example")
 BRANDS = ("Alder", "Beacon", "Corvid", "Dune", "Ember", "Fjord", "Gale", "Harbor", "Iris",
           "Kestrel", "Loom", "Meridian", "Nimbus", "Orbit", "Prism", "Quill")
-CATEGORIES = {
-    "headphones": ("Wireless Headphones", "Noise-Cancelling Headphones", "Earbuds"),
-    "keyboards": ("Mechanical Keyboard", "Wireless Keyboard", "Ergonomic Keyboard"),
-    "lamps": ("Desk Lamp", "Floor Lamp", "LED Strip"),
-    "backpacks": ("Hiking Backpack", "Laptop Backpack", "Daypack"),
-    "kettles": ("Electric Kettle", "Gooseneck Kettle", "Stovetop Kettle"),
-    "shoes": ("Running Shoes", "Trail Shoes", "Sneakers"),
-    "watches": ("Smart Watch", "Dive Watch", "Fitness Band"),
-    "mugs": ("Travel Mug", "Ceramic Mug", "Insulated Tumbler"),
-}
 COLOURS = ("black", "white", "navy", "olive", "sand", "charcoal", "teal", "burgundy")
 SIZES = tuple(f"size {s}" for s in ("7", "7.5", "8", "8.5", "9", "9.5", "10", "10.5", "11", "12"))
 

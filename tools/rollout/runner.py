@@ -19,7 +19,7 @@ from endstate.core.domain import Domains
 from endstate.core.errors import EndstateError
 from endstate.core.interpret import INTERPRETER_VERSION
 from endstate.core.local_model import EMBEDDED, LocalGenerator, Sampling, load, resolve_model
-from endstate.core.records import Loc, fail, SkipLog
+from endstate.core.records import Loc, SkipLog, fail, read_jsonl
 from endstate.core.trace import ChatTemplate
 from endstate.rollout.episode import EpisodeSpec, LLMUser, ScriptedUser, run_episode
 
@@ -175,8 +175,6 @@ def plan(tasks: list[dict[str, Any]], n: int, skip: set[tuple[str, int]]) -> lis
 
 
 def load_tasks(paths: Iterable[str], skip: SkipLog | None) -> list[dict[str, Any]]:
-    from endstate.core.records import read_jsonl
-
     tasks, seen = [], {}
     for loc, task in read_jsonl(list(paths), "task", skip=skip):
         if task["id"] in seen:
