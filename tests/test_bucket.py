@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
+import msgspec
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -14,9 +16,14 @@ from hypothesis import strategies as st
 from endstate.bucket import pool as P
 from endstate.bucket.bands import Bands, assign, band_masses, posterior
 from endstate.bucket.cli import cli
-import itertools
+from endstate.core.schemas import Attempt
 
 NAMES = ["too_hard", "hard", "medium", "easy", "too_easy"]
+
+
+def tally(records):
+    """P.tally over records as the reader hands them over: decoded as schemas.Attempt."""
+    return P.tally(msgspec.convert(r, Attempt) for r in records)
 
 
 def attempts(task_id, rewards, domain="retail", errors=0):
@@ -97,11 +104,11 @@ def test_bands_validation():
 # --- selection ------------------------------------------------------------------------------------
 
 def test_assess_reasons_in_order_of_strength():
-    counts = P.tally([*attempts("a", [1, 0, 0, 1, 0, 1, 0, 0], errors=2), *attempts("b", [1, 1]),
-                      *attempts("c", [0] * 8), *attempts("d", [1, 0] * 4), *attempts("e", [1, 0] * 4)])
+    counts = tally([*attempts("a", [1, 0, 0, 1, 0, 1, 0, 0], errors=2), *attempts("b", [1, 1]),
+                    *attempts("c", [0] * 8), *attempts("d", [1, 0] * 4), *attempts("e", [1, 0] * 4)])
     assert counts["a"] == [8, 3, 2, "retail"]
-    ref = P.tally([*attempts("a", [1]), *attempts("b", [1]), *attempts("c", [1]),
-                   *attempts("d", [0, 0])])
+    ref = tally([*attempts("a", [1]), *attempts("b", [1]), *attempts("c", [1]),
+                 *attempts("d", [0, 0])])
     recs = {d["task_id"]: d for d in P.assess(counts, counts, P.Rules(), reference=ref,
                                               overlap=frozenset({"e"}))}
     assert [recs[t]["reason"] for t in "abcde"] == [

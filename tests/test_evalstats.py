@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from fractions import Fraction
 from itertools import combinations
+from pathlib import Path
 
+import msgspec
 import orjson
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from endstate.core.schemas import problem
+from endstate.core.schemas import Attempt, problem
 from endstate.evalstats import estimators as E
 from endstate.evalstats import metrics as M
 from endstate.evalstats.cli import cli
@@ -278,8 +279,9 @@ def test_compare_by_hand(tmp_path):
     assert r["lost"] == {"pass_at_k": [], "observed_all": []}
     travel = r["by_domain"]["travel"]
     assert travel["tasks"] == 2 and travel["pass_at_1"]["delta"] == pytest.approx(0.125)
-    assert compare(M.group_tasks(M.tally_fn([], {}, False)(BASE))["overall"],
-                   M.group_tasks(M.tally_fn([], {}, False)(BASE))["overall"])["p_new_better"] == 0.5
+    base = [msgspec.convert(r, Attempt) for r in BASE]
+    assert compare(M.group_tasks(M.tally_fn(Attempt, [], {}, False)(base))["overall"],
+                   M.group_tasks(M.tally_fn(Attempt, [], {}, False)(base))["overall"])["p_new_better"] == 0.5
 
 
 def test_compare_k_format_plot_and_errors(tmp_path):

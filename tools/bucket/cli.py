@@ -13,6 +13,7 @@ from endstate.bucket.report import table
 from endstate.core.cli import run, skip_invalid_option, verbose_option
 from endstate.core.errors import InputError
 from endstate.core.records import SkipLog, fold_jsonl, read_jsonl, write_jsonl
+from endstate.core.schemas import Attempt
 
 
 def _floats(count: int | None):
@@ -115,9 +116,9 @@ def cli(attempts, prior, edges, band_names, keep, min_clean_runs, reference_file
     tasks = _read_tasks(tasks_file, skip) if tasks_file else None
     bench = [t for path in exclude_files for _, t in read_jsonl([path], "task", skip=skip)]
     counts = fold_jsonl(list(attempts), "attempt", P.tally, P.merge, skip=skip, workers=workers,
-                        meanwhile=_import_scipy)
+                        meanwhile=_import_scipy, struct=Attempt)
     reference = (fold_jsonl(list(reference_files), "attempt", P.tally, P.merge, skip=skip,
-                            workers=workers) if reference_files else None)
+                            workers=workers, struct=Attempt) if reference_files else None)
 
     if tasks is not None:
         ids = list(tasks)

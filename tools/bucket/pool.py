@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from endstate.bucket.bands import DEFAULT_KEEP, JEFFREYS, Bands, assign, band_masses, posterior
+from endstate.core.schemas import Attempt
 
 # Why a task is not kept, strongest first: the first that applies is the record's `reason`.
 BENCHMARK_OVERLAP = "benchmark_overlap"
@@ -23,17 +24,17 @@ KEPT = "kept"
 Counts = dict[str, list]  # task_id -> [clean runs n, successes k, system errors, domain | None]
 
 
-def tally(records: Iterable[Mapping[str, Any]]) -> Counts:
+def tally(records: Iterable[Attempt]) -> Counts:
     """Per task: clean runs, successes, system errors (excluded from n), domain. Hot loop."""
     counts: Counts = {}
     get = counts.get
     for r in records:
-        c = get(r["task_id"])
+        c = get(r.task_id)
         if c is None:
-            c = counts[r["task_id"]] = [0, 0, 0, r.get("domain")]
-        if r["status"] == "ok":
+            c = counts[r.task_id] = [0, 0, 0, r.domain]
+        if r.status == "ok":
             c[0] += 1
-            c[1] += r["reward"]
+            c[1] += r.reward
         else:
             c[2] += 1
     return counts

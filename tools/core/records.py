@@ -13,6 +13,7 @@ from itertools import chain, pairwise
 from typing import IO, Any, NamedTuple, TypeVar
 
 import click
+import msgspec
 import orjson
 
 from endstate.core import schemas
@@ -75,27 +76,31 @@ def read_jsonl(
     return _read(paths, kind, skip, True)
 
 
-def _read(paths: Sequence[str], kind: str | None, skip: SkipLog | None, with_loc: bool):
+def _read(paths: Sequence[str], kind: str | None, skip: SkipLog | None, with_loc: bool,
+          struct: type | None = None):
     for path in paths or ["-"]:
         name, fh = _open(path)
         try:
-            yield from _records(name, fh, 1, kind, skip, with_loc)
+            yield from _records(name, fh, 1, kind, skip, with_loc, struct)
         finally:
             if fh is not sys.stdin.buffer:
                 fh.close()
 
 
-def _is_object(record: Any) -> bool:
-    return type(record) is dict
-
-
 def _records(
     name: str, lines: Iterable[bytes], first_line: int, kind: str | None, skip: SkipLog | None,
-    with_loc: bool,
+    with_loc: bool, struct: type | None = None,
 ) -> Iterator[Any]:
-    """The per-line loop: yields (Loc, record), or bare records when not `with_loc` (hot: the
-    whole budget is ~1 µs a line, see bench/; a Loc per line alone costs a third of that)."""
-    accept = schemas.fast_check(kind) if kind else _is_object
+    """The per-line loop: yields (Loc, record), or bare records when not `with_loc`; records are
+    dicts, or instances of `struct` (schemas.record_struct(kind, ...)) when it is given. Hot: the
+    whole budget is ~1 µs a line, see bench/; a Loc per line alone costs a third of that."""
+    if struct is not None:
+        return _struct_records(name, lines, first_line, kind, skip, struct)
+    return _dict_records(name, lines, first_line, kind, skip, with_loc)
+
+
+def _dict_records(name, lines, first_line, kind, skip, with_loc) -> Iterator[Any]:
+    accept = schemas.fast_check(kind) if kind else None
     loads, decode_error, new_loc = orjson.loads, orjson.JSONDecodeError, _new_loc
     for lineno, raw in enumerate(lines, first_line):
         try:
@@ -103,19 +108,48 @@ def _records(
         except decode_error as e:
             if not raw.strip():
                 continue  # blank line (orjson rejects empty input)
-            message = f"not valid JSON ({e}); each line must be one JSON object"
-        else:
-            if accept(record):
-                yield (new_loc(Loc, (name, lineno)), record) if with_loc else record
+            fail(Loc(name, lineno), f"not valid JSON ({e}); each line must be one JSON object", skip)
+            continue
+        if (accept(raw) if accept else type(record) is dict) or _judge(name, lineno, kind, record, skip):
+            yield (new_loc(Loc, (name, lineno)), record) if with_loc else record
+
+
+def _struct_records(name, lines, first_line, kind, skip, struct) -> Iterator[Any]:
+    """Decode straight into the Struct (one C call a line); a line it rejects gets the dict
+    path's verdict, and if the schema accepts it after all, is converted."""
+    decode, rejected = schemas.struct_decoder(struct), msgspec.DecodeError
+    for lineno, raw in enumerate(lines, first_line):
+        try:
+            record = decode(raw)
+        except rejected:
+            try:
+                record = orjson.loads(raw)
+            except orjson.JSONDecodeError as e:
+                if raw.strip():
+                    fail(Loc(name, lineno), f"not valid JSON ({e}); each line must be one JSON "
+                         "object", skip)
                 continue
-            if not isinstance(record, dict):
-                message = f"expected a JSON object, got {type(record).__name__}"
-            else:
-                message = schemas.problem(kind, record) if kind else None
-                if message is None:
-                    yield (new_loc(Loc, (name, lineno)), record) if with_loc else record
-                    continue
-        fail(Loc(name, lineno), message, skip)
+            if not _judge(name, lineno, kind, record, skip):
+                continue
+            try:
+                record = schemas.as_struct(record, struct)
+            except msgspec.ValidationError as e:
+                fail(Loc(name, lineno), f"{kind} record: {e} (schema: schemas/{kind}.schema.json)",
+                     skip)
+                continue
+        yield record
+
+
+def _judge(name: str, lineno: int, kind: str | None, record: Any, skip: SkipLog | None) -> bool:
+    """The slow verdict on a parsed line the fast path did not accept: True if valid, else report."""
+    if not isinstance(record, dict):
+        message = f"expected a JSON object, got {type(record).__name__}"
+    else:
+        message = schemas.problem(kind, record) if kind else None
+        if message is None:
+            return True
+    fail(Loc(name, lineno), message, skip)
+    return False
 
 
 # --- map-reduce over big files ---------------------------------------------------------------------
@@ -133,10 +167,14 @@ def fold_jsonl(
     skip: SkipLog | None = None,
     workers: int | None = None,
     meanwhile: Callable[[], object] | None = None,
+    struct: type | None = None,
 ) -> State:
     """`tally(records)` over the records of read_jsonl(paths, kind, skip=skip), computed on byte
     ranges of the files in forked processes when that pays (regular files, >= 32 MiB, Linux, more
     than one CPU) and combined with `merge` (given the partial states in file order).
+
+    With `struct` (schemas.record_struct(kind, ...)) the records reach `tally` as instances of it,
+    decoded in C: the fast path for big attempt files.
 
     `tally` must be a pure fold over the records it is given, so that merging the states of
     consecutive ranges equals the state of the whole. Errors and skipped lines are reported
@@ -146,7 +184,7 @@ def fold_jsonl(
     workers = workers if workers is not None else (os.cpu_count() or 1)
     jobs = _split(paths, workers) if workers > 1 and sys.platform == "linux" else None
     if not jobs:
-        state = tally(_read(paths, kind, skip, False))
+        state = tally(_read(paths, kind, skip, False, struct))
         if meanwhile is not None:
             meanwhile()
         return state
@@ -158,7 +196,7 @@ def fold_jsonl(
             os.close(rfd)
             code = 0
             try:
-                payloads = [_fold_unit(unit, kind, tally, skip is not None) for unit in job]
+                payloads = [_fold_unit(unit, kind, tally, skip is not None, struct) for unit in job]
                 with os.fdopen(wfd, "wb") as out:
                     pickle.dump(payloads, out, protocol=pickle.HIGHEST_PROTOCOL)
             except BaseException:  # noqa: BLE001 - the parent reports the missing payload
@@ -169,7 +207,7 @@ def fold_jsonl(
         children.append((pid, rfd))
     if meanwhile is not None:
         meanwhile()
-    payloads = [_fold_unit(unit, kind, tally, skip is not None) for unit in jobs[0]]
+    payloads = [_fold_unit(unit, kind, tally, skip is not None, struct) for unit in jobs[0]]
     for pid, rfd in children:
         with os.fdopen(rfd, "rb") as inp:
             data = inp.read()
@@ -225,14 +263,14 @@ def _split(paths: Sequence[str], workers: int) -> list[list[Unit]] | None:
     return jobs if len(jobs) > 1 else None
 
 
-def _fold_unit(unit: Unit, kind: str | None, tally, skipping: bool):
+def _fold_unit(unit: Unit, kind: str | None, tally, skipping: bool, struct: type | None):
     path, start, end = unit
     skip = SkipLog() if skipping else None
     with open(path, "rb") as fh:
         first_line = 1 + _count_newlines(fh, start)
         try:
             lines = chain.from_iterable(_range_blocks(fh, start, end))
-            state = tally(_records(path, lines, first_line, kind, skip, False))
+            state = tally(_records(path, lines, first_line, kind, skip, False, struct))
         except InputError as e:
             return None, [], e.message
     return state, skip.entries if skip else [], None

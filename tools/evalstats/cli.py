@@ -10,6 +10,7 @@ import orjson
 from endstate.core.cli import run, skip_invalid_option, verbose_option
 from endstate.core.errors import EndstateError, ExitCode
 from endstate.core.records import SkipLog, fold_jsonl, read_jsonl
+from endstate.core.schemas import record_struct
 from endstate.evalstats import metrics as M
 from endstate.evalstats import render
 from endstate.evalstats.compare import compare as compare_runs
@@ -123,8 +124,9 @@ def summary(files, by_fields, ks, cluster, prices, expect_tasks, expect_repeats,
                 if expect_tasks else None)
     fields = list(dict.fromkeys([*by_fields, *([cluster] if cluster else []),
                                  *(["model", "domain"] if plot_file else [])]))
-    tally = fold_jsonl(list(files), "attempt", M.tally_fn(fields, prices, expected is not None),
-                       M.merge, skip=skip, workers=workers)
+    struct = record_struct("attempt", tuple(fields))
+    tally = fold_jsonl(list(files), "attempt", M.tally_fn(struct, fields, prices, expected is not None),
+                       M.merge, skip=skip, workers=workers, struct=struct)
     if expected is not None:
         _gate(tally, expected, expect_repeats, allow_incomplete)
 
@@ -216,9 +218,10 @@ def compare(base, new, by_field, k, fmt, plot_file, workers, skip_invalid):
     if base == "-" and new == "-":
         raise click.UsageError("only one of BASE and NEW can be stdin (-)")
     skip = SkipLog() if skip_invalid else None
-    fields = [by_field] if by_field else []
-    sides = [fold_jsonl([path], "attempt", M.tally_fn(fields, {}, False), M.merge, skip=skip,
-                        workers=workers) for path in (base, new)]
+    fields = (by_field,) if by_field else ()
+    struct = record_struct("attempt", fields)
+    sides = [fold_jsonl([path], "attempt", M.tally_fn(struct, fields, {}, False), M.merge,
+                        skip=skip, workers=workers, struct=struct) for path in (base, new)]
     try:
         report = compare_runs(*(M.group_tasks(t).get("overall", {}) for t in sides), k)
         if by_field:

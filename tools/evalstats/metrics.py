@@ -6,8 +6,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from operator import attrgetter
 from typing import Any
 
+from endstate.core.schemas import attribute
 from endstate.evalstats import estimators as E
 
 MISSING = "(none)"  # the group of records that lack a --by field
@@ -31,44 +33,48 @@ def _hashable(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
 
 
-def tally_fn(fields: Sequence[str], prices: Mapping[str, tuple[float, float]], with_keys: bool):
-    """A tally for fold_jsonl. Prices are USD per million agent prompt/completion tokens."""
+def tally_fn(struct: type, fields: Sequence[str], prices: Mapping[str, tuple[float, float]],
+             with_keys: bool):
+    """A tally for fold_jsonl over records decoded as `struct` (schemas.record_struct("attempt",
+    fields)). Prices are USD per million agent prompt/completion tokens."""
     fields = tuple(fields)
+    values = attrgetter(*(attribute(struct, f) for f in fields)) if fields else None
+    single = len(fields) == 1  # attrgetter of one name returns the value, not a tuple
 
-    def tally(records: Iterable[dict[str, Any]]) -> Tally:
+    def tally(records: Iterable[Any]) -> Tally:
         t = Tally(fields, {}, {} if with_keys else None)
         cells, keys = t.cells, t.keys
         for r in records:
-            tid = r["task_id"]
-            key = (tid, *map(r.get, fields)) if fields else (tid,)
+            tid = r.task_id
+            key = (tid,) if values is None else (tid, values(r)) if single else (tid, *values(r))
             try:
                 acc = cells.get(key)
             except TypeError:  # a --by field holding a list or object
-                key = (tid, *(_hashable(r.get(f)) for f in fields))
+                key = (tid, *map(_hashable, key[1:]))
                 acc = cells.get(key)
             if acc is None:
                 acc = cells[key] = [0, 0, 0, 0.0, 0]
-            if r["status"] == "ok":
+            if r.status == "ok":
                 acc[0] += 1
-                acc[1] += r["reward"]
+                acc[1] += r.reward
             else:
                 acc[2] += 1
-            cost = r.get("cost_usd")
+            cost = r.cost_usd
             if prices:
-                price = prices.get(r.get("model"))
+                price = prices.get(r.model)
                 if price is not None:
-                    agent = r.get("usage", {}).get("agent", {})
-                    cost = (agent.get("prompt_tokens", 0) * price[0]
-                            + agent.get("completion_tokens", 0) * price[1]) / 1e6
+                    agent = r.usage.get("agent") if r.usage else None
+                    cost = 0.0 if agent is None else (agent.prompt_tokens * price[0]
+                                                      + agent.completion_tokens * price[1]) / 1e6
             if cost is not None:
                 acc[3] += cost
                 acc[4] += 1
             if keys is not None:
-                k = keys.get((tid, r["attempt"]))
+                k = keys.get((tid, r.attempt))
                 if k is None:
-                    k = keys[tid, r["attempt"]] = [0, 0]
+                    k = keys[tid, r.attempt] = [0, 0]
                 k[0] += 1
-                k[1] += r["status"] != "ok"
+                k[1] += r.status != "ok"
         return t
 
     return tally
