@@ -13,7 +13,7 @@ import time
 import orjson
 import pytest
 from conftest import BIN, ROOT, run_tool
-from openai_double import HTTP_500, HTTP_503, RESET, FakeEndpoint, always, gold_policy, hang
+from openai_double import HTTP_500, HTTP_503, RESET, FakeEndpoint, Fault, always, gold_policy, hang
 
 BENCH = ROOT / "tasks" / "bench"
 
@@ -109,6 +109,17 @@ def test_exhausted_retries_are_system_errors_with_no_reward(tmp_path, fault, kin
     # --retries bounds the calls: each of the 4 episodes asked exactly `retries` times, no more.
     assert len(endpoint.requests) == 4 * retries
     assert "system_error ×4" in done.stderr
+
+
+def test_a_client_error_stops_the_run_with_the_status_and_is_not_retried(tmp_path):
+    """401/404 mean a wrong key, URL or model: retrying cannot help and every episode would fail
+    the same way, so the run stops at once and says what the endpoint answered."""
+    tasks = bench_tasks(per_domain=1)[:1]
+    with FakeEndpoint(policy=gold_policy(tasks), faults=always(Fault("http", 401))) as endpoint:
+        done = probe(write_tasks(tmp_path / "t.jsonl", tasks), endpoint.base_url, "-n", "1")
+    assert done.returncode == 1 and done.stdout == ""
+    assert "/chat/completions: HTTP 401" in done.stderr and "not retried" in done.stderr
+    assert "Traceback" not in done.stderr and endpoint.outcomes == ["http 401"]
 
 
 def test_a_run_with_some_system_errors_grades_the_rest(tmp_path):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 import orjson
 
 from endstate.core.domain import Domain
+from endstate.core.errors import EndstateError
 from endstate.core.interpret import Parsed, ToolCall, coerce_arguments, parse, render_call, render_system
 from endstate.core.local_model import Generation, Sampling
 from endstate.core.trace import ChatTemplate, TokenTrace
@@ -48,53 +50,94 @@ class RetryPolicy:
     max_delay: float = 8.0
 
 
-def failure_kind(error: Exception) -> str | None:
-    """How an endpoint error is named in `error.kind`, or None when retrying cannot help."""
-    import openai
+class EndpointError(Exception):
+    """An endpoint answered with an HTTP error status."""
 
-    if isinstance(error, openai.APITimeoutError):
+    def __init__(self, url: str, status: int, body: bytes):
+        text = body[:300].decode(errors="replace").strip()
+        super().__init__(f"POST {url}: HTTP {status}: {text}")
+        self.status = status
+
+
+def failure_kind(error: BaseException) -> str | None:
+    """How an endpoint error is named in `error.kind`, or None when retrying cannot help."""
+    import aiohttp
+
+    if isinstance(error, EndpointError):
+        return ("rate_limit" if error.status == 429 else "timeout" if error.status == 408
+                else "http_5xx" if error.status >= 500 else None)
+    if isinstance(error, TimeoutError):  # aiohttp's timeouts are TimeoutErrors too
         return "timeout"
-    if isinstance(error, openai.APIConnectionError):
-        return "connection"
-    if isinstance(error, openai.RateLimitError):
-        return "rate_limit"
-    if isinstance(error, openai.InternalServerError) or (
-            isinstance(error, openai.APIStatusError) and error.status_code >= 500):
-        return "http_5xx"
+    if isinstance(error, (aiohttp.ClientError, ConnectionError)):
+        return "connection"  # refused, reset, disconnected mid-answer, a cut-off body
     return None
 
 
-POOLS_PER_URL = 8
-
-
 class Endpoints:
-    """One or more OpenAI-compatible base URLs; calls rotate over them, retries move on."""
+    """One or more OpenAI-compatible base URLs; calls rotate over them, retries move on.
 
-    def __init__(self, base_urls: list[str], api_key: str, timeout: float, retry: RetryPolicy,
-                 pools: int = POOLS_PER_URL):
-        from openai import AsyncOpenAI
+    The wire protocol is the OpenAI REST API (POST JSON, Bearer key), spoken through aiohttp with
+    orjson bodies: the openai SDK's client costs ~1-3 ms of CPU a call (request models, httpx, typed
+    responses), which at hundreds of episodes in flight is longer than the model's latency
+    (bench/bench_rollout.py); this path costs ~0.15 ms. Answers are plain dicts.
+    """
 
-        # Several clients per URL, each with its own connection pool: httpx scans its whole pool
-        # on every request and keeps at most 100 connections alive, so one pool serving hundreds
-        # of episodes in flight spends milliseconds a call there and reconnects constantly.
-        # Calls rotate URL first, so with several URLs a retry still moves to another one.
-        self.clients = [AsyncOpenAI(base_url=u, api_key=api_key, timeout=timeout, max_retries=0)
-                        for _ in range(pools) for u in base_urls]
+    def __init__(self, base_urls: list[str], api_key: str | None, timeout: float, retry: RetryPolicy):
+        self.urls = [u.rstrip("/") for u in base_urls]
+        self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
+        self.timeout = timeout
         self.retry = retry
-        self._next = itertools.count()
         self.retries = 0  # across the run, for the logs
+        self._next = itertools.count()
+        self._session: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    async def call(self, fn: Callable[[Any], Awaitable[Any]]) -> Any:
+    def _client(self):
+        """This event loop's session (asyncio.run makes a new loop each time, e.g. per grpo step)."""
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._loop is not loop:
+            import aiohttp
+
+            # No cap on connections: every episode in flight keeps its own keep-alive connection.
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0),
+                timeout=aiohttp.ClientTimeout(total=self.timeout))
+            self._loop = loop
+            _OPEN.add(self)
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None and self._loop is asyncio.get_running_loop():
+            await self._session.close()
+        self._session = self._loop = None
+
+    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST `body` as JSON to `path` (e.g. "/chat/completions"): the decoded JSON answer.
+        Retries what retrying can help (timeouts, resets, 5xx, 429) with jittered exponential
+        backoff; past the bound, EndpointFailure. Other HTTP errors stop the run: they mean the
+        request or its configuration is wrong (URL, key, model name)."""
+        content = orjson.dumps(body)
         start = next(self._next)
         for attempt in range(self.retry.attempts):
-            client = self.clients[(start + attempt) % len(self.clients)]
+            url = self.urls[(start + attempt) % len(self.urls)] + path
             try:
-                return await fn(client)
+                async with self._client().post(url, data=content, headers=self.headers) as response:
+                    data = await response.read()
+                if response.status >= 400:
+                    raise EndpointError(url, response.status, data)
+                return orjson.loads(data)
+            except orjson.JSONDecodeError as e:
+                raise EndpointFailure("protocol", f"POST {url}: the answer is not JSON ({e})", 1) from e
             except Exception as e:  # noqa: BLE001 - classified below
                 kind = failure_kind(e)
                 if kind is None:
-                    if "context" in str(e).lower() and "length" in str(e).lower():
+                    text = str(e).lower()
+                    if "context" in text and "length" in text:
                         raise ContextOverflow(str(e)) from e
+                    if isinstance(e, EndpointError):
+                        raise EndstateError(f"{e} (not retried: fix the URL, key or request)") from e
                     raise
                 if attempt + 1 == self.retry.attempts:
                     raise EndpointFailure(kind, f"{type(e).__name__}: {e}", attempt + 1) from e
@@ -102,6 +145,22 @@ class Endpoints:
                 delay = min(self.retry.max_delay, self.retry.base_delay * 2 ** attempt)
                 await asyncio.sleep(delay * (0.5 + random.random() / 2))  # jittered backoff
         raise AssertionError("unreachable")
+
+
+_OPEN: weakref.WeakSet[Endpoints] = weakref.WeakSet()
+
+
+async def close_endpoints() -> None:
+    """Close the HTTP sessions opened on this event loop (at the end of a run)."""
+    for endpoints in list(_OPEN):
+        await endpoints.aclose()
+
+
+def usage_of(response: dict[str, Any]) -> dict[str, int]:
+    """Token counts of an OpenAI-style response (0 where the server reports none)."""
+    usage = response.get("usage") or {}
+    return {"prompt_tokens": usage.get("prompt_tokens") or 0,
+            "completion_tokens": usage.get("completion_tokens") or 0}
 
 
 @dataclass
@@ -166,45 +225,41 @@ class ChatSession:
         self.messages = [messages[0], *shots, *messages[1:]]
 
     async def act(self) -> Turn:
-        from openai.types.chat import ChatCompletion
-
         body = {"model": self.model, "messages": self.messages, "temperature": self.sampling.temperature,
                 "top_p": self.sampling.top_p, "max_tokens": self.sampling.max_new_tokens}
         if self.seed is not None:
             body["seed"] = self.seed
         if self.tool_specs:
             body["tools"] = self.tool_specs
-
-        async def call(client):
-            # client.post, not chat.completions.create: create() walks the whole conversation
-            # through the SDK's typed-dict transform on every call (~10 ms for a 20-message
-            # episode, most of the CPU at 256 episodes in flight); our messages are plain JSON.
-            return await client.post("/chat/completions", body=body, cast_to=ChatCompletion)
-
-        response = await self.endpoints.call(call)
-        message = response.choices[0].message
+        response = await self.endpoints.post("/chat/completions", body)
+        try:
+            message = response["choices"][0]["message"]
+        except (KeyError, IndexError, TypeError):
+            raise EndpointFailure("protocol", f"no choices[0].message in the chat completion: "
+                                  f"{orjson.dumps(response)[:200].decode(errors='replace')}", 1) from None
         params = _parameters(self.tool_specs)
         calls, errors = [], []
-        for tc in message.tool_calls or []:
+        for tc in message.get("tool_calls") or []:
+            function = tc.get("function") or {}
+            name = function.get("name")
             try:
-                args = orjson.loads(tc.function.arguments or "{}")
+                args = orjson.loads(function.get("arguments") or "{}")
                 if not isinstance(args, dict):
                     raise ValueError("arguments are not an object")
-                calls.append(ToolCall(tc.function.name, coerce_arguments(args, params.get(tc.function.name))))
+                calls.append(ToolCall(name, coerce_arguments(args, params.get(name))))
             except ValueError as e:
-                errors.append(f"unreadable arguments for {tc.function.name}: {e}")
-        reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
-        content = message.content or ""
+                errors.append(f"unreadable arguments for {name}: {e}")
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        content = message.get("content") or ""
         if not calls:  # a server without a tool parser leaves the calls in the text
             parsed = parse(content, params)
             if reasoning and not parsed.reasoning:
                 parsed.reasoning = reasoning
         else:
             parsed = Parsed(parse(content).content, reasoning, calls, "; ".join(errors) or None)
-        self.messages.append(message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"}))
-        usage = response.usage
-        return Turn(parsed, content, {"prompt_tokens": usage.prompt_tokens if usage else 0,
-                                      "completion_tokens": usage.completion_tokens if usage else 0})
+        self.messages.append({k: message[k] for k in ("role", "content", "tool_calls")
+                              if message.get(k) is not None})
+        return Turn(parsed, content, usage_of(response))
 
     def observe(self, messages: list[dict[str, Any]]) -> None:
         self.messages += [{k: m[k] for k in ("role", "content", "tool_call_id", "name") if k in m}
@@ -264,20 +319,19 @@ def completions_sampler(endpoints: Endpoints, model: str, sampling: Sampling, se
     caches shared prefixes itself)."""
 
     async def sample(prompt: list[int], prefix_len: int = 0) -> Generation:
-        async def call(client):
-            return await client.completions.create(
-                model=model, prompt=prompt, max_tokens=sampling.max_new_tokens,
-                temperature=sampling.temperature, top_p=sampling.top_p, seed=seed, logprobs=1,
-                extra_body={"return_token_ids": True, "skip_special_tokens": False})
-
-        choice = (await endpoints.call(call)).choices[0]
-        ids = getattr(choice, "token_ids", None) or (choice.model_extra or {}).get("token_ids")
+        body = {"model": model, "prompt": prompt, "max_tokens": sampling.max_new_tokens,
+                "temperature": sampling.temperature, "top_p": sampling.top_p, "logprobs": 1,
+                "return_token_ids": True, "skip_special_tokens": False}
+        if seed is not None:
+            body["seed"] = seed
+        choices = (await endpoints.post("/completions", body)).get("choices") or [{}]
+        ids = choices[0].get("token_ids")
         if ids is None:
             raise EndpointFailure("protocol", "the completions endpoint returned no token_ids; "
                                   "endstate needs vLLM's return_token_ids", 1)
-        logprobs = list(choice.logprobs.token_logprobs) if choice.logprobs else None
+        logprobs = (choices[0].get("logprobs") or {}).get("token_logprobs")
         # Without the end-of-turn token the next delta supplies it, masked: it was not sampled.
-        return Generation(list(ids), logprobs, finished=bool(ids) and ids[-1] == eos_id)
+        return Generation(ids, logprobs, finished=bool(ids) and ids[-1] == eos_id)
 
     return sample
 

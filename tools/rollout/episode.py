@@ -17,7 +17,8 @@ from typing import Any
 
 import orjson
 
-from endstate.core.agents import ChatBackend, ContextOverflow, EndpointFailure, Endpoints, TokenBackend
+from endstate.core.agents import (ChatBackend, ContextOverflow, EndpointFailure, Endpoints, TokenBackend,
+                                   usage_of)
 from endstate.core.domain import Domain
 from endstate.core.sandbox import Sandbox
 
@@ -71,15 +72,14 @@ class LLMUser:
             elif m["role"] == "assistant" and m.get("content"):
                 convo.append({"role": "user", "content": m["content"]})
 
-        async def call(client):
-            return await client.chat.completions.create(model=self.model, messages=convo,
-                                                        temperature=0.7, max_tokens=256, seed=self.seed)
-
-        response = await self.endpoints.call(call)
-        if response.usage:
-            self.usage["prompt_tokens"] += response.usage.prompt_tokens
-            self.usage["completion_tokens"] += response.usage.completion_tokens
-        text = (response.choices[0].message.content or "").strip()
+        body = {"model": self.model, "messages": convo, "temperature": 0.7, "max_tokens": 256}
+        if self.seed is not None:
+            body["seed"] = self.seed
+        response = await self.endpoints.post("/chat/completions", body)
+        for k, v in usage_of(response).items():
+            self.usage[k] += v
+        choices = response.get("choices") or [{}]
+        text = ((choices[0].get("message") or {}).get("content") or "").strip()
         return STOP if STOP in text or not text else text
 
 

@@ -14,7 +14,8 @@ from typing import Any
 import click
 import orjson
 
-from endstate.core.agents import ChatBackend, Endpoints, RetryPolicy, TokenBackend, completions_sampler
+from endstate.core.agents import (ChatBackend, Endpoints, RetryPolicy, TokenBackend, close_endpoints,
+                                   completions_sampler)
 from endstate.core.domain import Domains
 from endstate.core.errors import EndstateError
 from endstate.core.interpret import INTERPRETER_VERSION
@@ -108,11 +109,12 @@ def price_of(cfg: RunConfig) -> Callable[[dict[str, dict[str, int]]], float | No
     return price
 
 
-def make_user(cfg: RunConfig, task: dict[str, Any]) -> ScriptedUser | LLMUser:
+def user_maker(cfg: RunConfig) -> Callable[[dict[str, Any]], ScriptedUser | LLMUser]:
+    """task -> its simulated user; LLM users of one run share one set of endpoints."""
     if cfg.user == "scripted":
-        return ScriptedUser(list(task["user"].get("script", [])))
+        return lambda task: ScriptedUser(list(task["user"].get("script", [])))
     endpoints = Endpoints(cfg.user_urls, cfg.api_key, cfg.timeout, RetryPolicy(attempts=cfg.retries))
-    return LLMUser(endpoints, cfg.user_model, task["user"]["instruction"], seed=cfg.seed)
+    return lambda task: LLMUser(endpoints, cfg.user_model, task["user"]["instruction"], seed=cfg.seed)
 
 
 # -- which keys to run ------------------------------------------------------------------------------
@@ -219,11 +221,12 @@ async def run_all(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains
     progress = Progress(len(keys), what)
     price = price_of(cfg)
     policy = cfg.policy()
+    make_user = user_maker(cfg)
 
     async def one(task: dict[str, Any], attempt: int) -> None:
         async with gate:
             spec = EpisodeSpec(task, domains[task["domain"]], attempt, policy, cfg.max_turns)
-            episode = await run_episode(spec, backend, make_user(cfg, task), price)
+            episode = await run_episode(spec, backend, make_user(task), price)
         result = on_episode(task, episode)
         if asyncio.iscoroutine(result):
             await result
@@ -233,6 +236,7 @@ async def run_all(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains
         await asyncio.gather(*(one(t, a) for t, a in keys))
     finally:
         progress.close()
+        await close_endpoints()
 
 
 def episodes_path_writer(path: str | None):
