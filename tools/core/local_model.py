@@ -8,7 +8,6 @@ that takes well under a second afterwards). Nothing is ever downloaded from a mo
 from __future__ import annotations
 
 import asyncio
-import copy
 import importlib.util
 import os
 import shutil
@@ -16,7 +15,6 @@ import sys
 import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass
-from importlib.metadata import version
 from pathlib import Path
 
 from endstate.core.domain import cache_dir
@@ -25,8 +23,6 @@ from endstate.core.errors import EndstateError
 EMBEDDED = "embedded"
 MIN_PREFIX = 32  # shorter shared prefixes are not worth a cache
 PREFIXES_KEPT = 4  # one per domain in a mixed run, roughly
-# transformers 5 renamed generate's `past_key_values` to `cache`
-CACHE_KWARG = "cache" if int(version("transformers").split(".")[0]) >= 5 else "past_key_values"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CONVERSION = "v2"  # bump when the converted folder changes
@@ -127,7 +123,7 @@ class LocalGenerator:
         ids = torch.tensor([prefix + [self.pad_id] * (width - len(x)) + x for x in suffixes])  # (B, T)
         mask = torch.tensor([[1] * len(prefix) + [0] * (width - len(x)) + [1] * len(x)
                              for x in suffixes])  # (B, T)
-        cache = {CACHE_KWARG: self._prefix_cache(prefix, len(prompts))} if prefix else {}
+        cache = self._cache(prefix, len(prompts), len(prefix) + width + s.max_new_tokens)
         torch.manual_seed(self.seed + self.batches)  # reproducible for the same batch sequence
         self.batches += 1
         with torch.no_grad():
@@ -135,7 +131,8 @@ class LocalGenerator:
                 input_ids=ids.to(self.model.device), attention_mask=mask.to(self.model.device),
                 do_sample=s.temperature > 0, temperature=s.temperature or None, top_p=s.top_p,
                 top_k=0, max_new_tokens=s.max_new_tokens, pad_token_id=self.pad_id,
-                eos_token_id=self.eos_id, output_logits=True, return_dict_in_generate=True, **cache)
+                eos_token_id=self.eos_id, output_logits=True, return_dict_in_generate=True,
+                cache=cache)
         new = out.sequences[:, ids.shape[1]:].cpu()  # (B, N)
         # log p under the raw logits (temperature 1): what the trainer's ratio is taken against.
         logits = torch.stack(out.logits, dim=1).float().cpu()  # (B, N, V)
@@ -146,20 +143,33 @@ class LocalGenerator:
             results.append(Generation(row[:end], lp[:end], finished=self.eos_id in row))
         return results
 
-    def _prefix_cache(self, prefix: list[int], rows: int):
-        """The KV cache of `prefix`, computed once (LRU over a few prefixes), copied for `rows`."""
-        import torch
+    def _cache(self, prefix: list[int], rows: int, length: int):
+        """A preallocated KV cache for the batch, holding the KV of `prefix` in every row.
 
+        Static, not transformers' default dynamic cache: that one concatenates every layer's keys
+        and values at each decoding step, which with a few thousand prompt tokens in a batch means
+        reallocating gigabytes per token (most of the time went to page faults in the kernel).
+        The prefix's KV is computed once (LRU over a few prefixes) and copied into each row.
+        """
+        import torch
+        from transformers import StaticCache
+
+        cache = StaticCache(config=self.model.config, max_cache_len=length)
+        if not prefix:
+            return cache
         key = tuple(prefix)
         if key not in self._prefixes:
             with torch.no_grad():
                 out = self.model(input_ids=torch.tensor([prefix], device=self.model.device), use_cache=True)
-            self._prefixes[key] = out.past_key_values
+            self._prefixes[key] = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
             if len(self._prefixes) > PREFIXES_KEPT:
                 self._prefixes.popitem(last=False)
         self._prefixes.move_to_end(key)
-        cache = copy.deepcopy(self._prefixes[key])
-        cache.batch_repeat_interleave(rows)
+        for layer, (keys, values) in zip(cache.layers, self._prefixes[key]):
+            layer.lazy_initialization(keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1))
+            layer.keys[:, :, :len(prefix)] = keys
+            layer.values[:, :, :len(prefix)] = values
+            layer.cumulative_length.fill_(len(prefix))
         return cache
 
     async def submit(self, prompt: list[int], prefix_len: int = 0) -> Generation:
