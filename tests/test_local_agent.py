@@ -66,10 +66,37 @@ def test_prefix_cache_gives_the_same_tokens(smol):
     prefix = tokenizer("You are a helpful assistant. " * 12)["input_ids"]
     prompts = [prefix + tokenizer(q)["input_ids"] for q in (" What is 2+2?", " Name a colour, please.")]
     greedy = Sampling(max_new_tokens=8, temperature=0)
-    plain = LocalGenerator(model, tokenizer, greedy).generate(prompts, prefix_len=0)
-    cached = LocalGenerator(model, tokenizer, greedy).generate(prompts, prefix_len=len(prefix))
+    plain = LocalGenerator(model, tokenizer, greedy).generate(prompts, prefix_lens=0)
+    cached = LocalGenerator(model, tokenizer, greedy).generate(prompts, prefix_lens=len(prefix))
     assert [g.ids for g in plain] == [g.ids for g in cached]
     assert all(len(g.logprobs) == len(g.ids) and all(lp <= 0 for lp in g.logprobs) for g in cached)
+
+
+def test_kept_episode_histories_give_the_same_tokens_as_running_the_whole_prompt(smol):
+    """Turn 2 reuses each row's turn-1 KV and runs only the appended tokens; a fresh generator
+    runs every prompt whole. Greedy tokens must agree, also for a row that has no history and one
+    with another domain's prefix in the same batch."""
+    from endstate.core.local_model import LocalGenerator, Sampling
+
+    model, tokenizer = smol
+    prefix = tokenizer("You are a helpful assistant. " * 12)["input_ids"]
+    first = [prefix + tokenizer(q)["input_ids"] for q in (" What is 2+2?", " Name a colour, please.")]
+    greedy = Sampling(max_new_tokens=6, temperature=0)
+    kept = LocalGenerator(model, tokenizer, greedy)
+    turn1 = kept.generate(first, prefix_lens=len(prefix))
+    replies = (" No, say it in words.", " Another one?")
+    second = [p + g.ids + tokenizer(r)["input_ids"] for p, g, r in zip(first, turn1, replies)]
+    second.append(prefix + tokenizer(" A new episode asks: why is the sky blue?")["input_ids"])
+    other = tokenizer("You are a terse pirate who answers in one word. " * 6)["input_ids"]
+    second.append(other + tokenizer(" Where is the treasure?")["input_ids"])
+    lens = [len(prefix)] * 3 + [len(other)]
+    assert len(kept._histories) == 2
+    reused = kept.generate(second, prefix_lens=lens)
+    whole = LocalGenerator(model, tokenizer, greedy).generate(second, prefix_lens=0)
+    assert [g.ids for g in reused] == [g.ids for g in whole]
+    assert max(abs(a - b) for g, h in zip(reused, whole) for a, b in zip(g.logprobs, h.logprobs)) < 1e-3
+    assert len(kept._histories) == 4  # turn 1's two were used up; turn 2 left one per row
+    assert len(kept._prefixes) == 2
 
 
 def test_a_real_episode_on_the_embedded_model(smol, domains, tasks, tmp_path):

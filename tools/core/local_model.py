@@ -94,6 +94,19 @@ class Sampling:
     top_p: float = 1.0
 
 
+KV = tuple[int, list]  # (token count, per layer (keys, values), each (kv heads, count, head dim))
+
+
+@dataclass
+class Cached:
+    """The leading tokens of a row whose KV is at hand, as consecutive parts: the domain prefix
+    (shared, computed once), then the episode's kept history past it."""
+
+    tokens: list[int]
+    prefix: int  # how many of them are the domain prefix
+    parts: list[KV]
+
+
 class LocalGenerator:
     """Batched sampling from a local model; `submit` is awaited by each episode in flight and
     requests that arrive together are generated as one left-padded batch."""
@@ -105,72 +118,126 @@ class LocalGenerator:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
         self._pending: list[tuple[list[int], int, asyncio.Future]] = []
         self._worker: asyncio.Task | None = None
-        self._prefixes: OrderedDict[tuple[int, ...], object] = OrderedDict()
+        self._prefixes: OrderedDict[tuple[int, ...], list] = OrderedDict()
+        # kept episode histories: prompt + completion tokens -> (domain prefix length, KV past it)
+        self._histories: OrderedDict[tuple[int, ...], tuple[int, KV]] = OrderedDict()
 
-    def generate(self, prompts: list[list[int]], prefix_len: int = 0) -> list[Generation]:
-        """Sample one completion per prompt. The first `prefix_len` tokens, when every prompt
-        shares them (system prompt, tool specs, few-shot turns), are run through the model once
-        and their KV cache reused for every row and every later batch: on CPU that prefill is most
-        of the cost of a turn."""
+    def generate(self, prompts: list[list[int]], prefix_lens: list[int] | int = 0) -> list[Generation]:
+        """Sample one completion per prompt, reusing every KV cache it can:
+
+        - a row's first `prefix_lens[i]` tokens (its domain's system prompt, tool specs and
+          few-shot turns) are run through the model once per run and reused by every episode;
+        - an episode's own history (its previous prompt and completion) is kept after each turn,
+          so the next turn runs only the tokens appended since (a tool result, a user reply).
+
+        On CPU, prefill is most of the cost of a turn; without the second, every turn would run
+        the whole conversation again. Row i is laid out [pad][cached_i][pad][new_i], right-aligned
+        around the boundary; pads are masked and positions follow the mask, so cached keys keep
+        the positions they were computed at.
+        """
         import torch
 
         s = self.sampling
-        prefix = prompts[0][:prefix_len] if prefix_len >= MIN_PREFIX and all(
-            p[:prefix_len] == prompts[0][:prefix_len] and len(p) > prefix_len for p in prompts) else []
-        suffixes = [p[len(prefix):] for p in prompts]
-        width = max(map(len, suffixes))
-        # Rows are [prefix][pad ... pad][suffix]; pads are masked, positions follow the mask.
-        ids = torch.tensor([prefix + [self.pad_id] * (width - len(x)) + x for x in suffixes])  # (B, T)
-        mask = torch.tensor([[1] * len(prefix) + [0] * (width - len(x)) + [1] * len(x)
-                             for x in suffixes])  # (B, T)
-        cache = self._cache(prefix, len(prompts), len(prefix) + width + s.max_new_tokens)
+        if isinstance(prefix_lens, int):
+            prefix_lens = [prefix_lens] * len(prompts)
+        cached = [self._cached(p, n) for p, n in zip(prompts, prefix_lens)]
+        C = max(len(c.tokens) for c in cached)
+        news = [p[len(c.tokens):] for p, c in zip(prompts, cached)]
+        D = max(map(len, news))
+        pad = self.pad_id
+        ids = torch.tensor([[pad] * (C - len(c.tokens)) + c.tokens + [pad] * (D - len(x)) + x
+                            for c, x in zip(cached, news)])  # (B, C+D)
+        mask = torch.tensor([[0] * (C - len(c.tokens)) + [1] * len(c.tokens) + [0] * (D - len(x))
+                             + [1] * len(x) for c, x in zip(cached, news)])  # (B, C+D)
+        cache = self._cache(cached, C, C + D + s.max_new_tokens)
         torch.manual_seed(self.seed + self.batches)  # reproducible for the same batch sequence
         self.batches += 1
         with torch.no_grad():
             out = self.model.generate(
                 input_ids=ids.to(self.model.device), attention_mask=mask.to(self.model.device),
                 do_sample=s.temperature > 0, temperature=s.temperature or None, top_p=s.top_p,
-                top_k=0, max_new_tokens=s.max_new_tokens, pad_token_id=self.pad_id,
+                top_k=0, max_new_tokens=s.max_new_tokens, pad_token_id=pad,
                 eos_token_id=self.eos_id, output_logits=True, return_dict_in_generate=True,
-                cache=cache)
+                use_cache=True, cache=cache)  # a training module has use_cache off in its config
         new = out.sequences[:, ids.shape[1]:].cpu()  # (B, N)
         # log p under the raw logits (temperature 1): what the trainer's ratio is taken against.
         logits = torch.stack(out.logits, dim=1).float().cpu()  # (B, N, V)
         logprobs = torch.log_softmax(logits, -1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, N)
         results = []
-        for row, lp in zip(new.tolist(), logprobs.tolist()):
+        for i, (row, lp) in enumerate(zip(new.tolist(), logprobs.tolist())):
             end = row.index(self.eos_id) + 1 if self.eos_id in row else len(row)
             results.append(Generation(row[:end], lp[:end], finished=self.eos_id in row))
+            self._keep(i, prompts[i], row[:end - 1], cached[i], len(news[i]), cache, C, D)
         return results
 
-    def _cache(self, prefix: list[int], rows: int, length: int):
-        """A preallocated KV cache for the batch, holding the KV of `prefix` in every row.
+    def _cached(self, prompt: list[int], prefix_len: int) -> Cached:
+        """The leading tokens of `prompt` whose KV is at hand: the longest kept episode history
+        it continues (used up here), else its domain prefix, else nothing."""
+        best = None
+        for key in self._histories:
+            if len(key) < len(prompt) and (best is None or len(key) > len(best)) \
+                    and tuple(prompt[:len(key)]) == key:
+                best = key
+        if best is not None:
+            prefix, tail = self._histories.pop(best)
+            return Cached(list(best), prefix, [*self._prefix_kv(list(best[:prefix])), tail])
+        if prefix_len >= MIN_PREFIX and len(prompt) > prefix_len:
+            return Cached(prompt[:prefix_len], prefix_len, self._prefix_kv(prompt[:prefix_len]))
+        return Cached([], 0, [])
+
+    def _keep(self, i: int, prompt: list[int], completion: list[int], cached: Cached, new: int,
+              cache, C: int, D: int) -> None:
+        """Keep row i's KV past its domain prefix for its next turn: what it had cached, the new
+        tokens and all of the completion but its last token (never fed back, so it has no KV)."""
+        slots = [*range(C - len(cached.tokens) + cached.prefix, C),
+                 *range(C + D - new, C + D + len(completion))]
+        tail = (len(slots), [(layer.keys[i, :, slots], layer.values[i, :, slots])
+                             for layer in cache.layers])
+        self._histories[tuple(prompt + completion)] = (cached.prefix, tail)
+        while len(self._histories) > 2 * self.max_batch:  # episodes in flight, with room to spare
+            self._histories.popitem(last=False)
+
+    def _cache(self, rows: list[Cached], C: int, length: int):
+        """A preallocated KV cache for the batch holding each row's cached KV, right-aligned at C.
 
         Static, not transformers' default dynamic cache: that one concatenates every layer's keys
         and values at each decoding step, which with a few thousand prompt tokens in a batch means
         reallocating gigabytes per token (most of the time went to page faults in the kernel).
-        The prefix's KV is computed once (LRU over a few prefixes) and copied into each row.
         """
-        import torch
         from transformers import StaticCache
 
         cache = StaticCache(config=self.model.config, max_cache_len=length)
-        if not prefix:
+        if C == 0:
             return cache
+        some = next(kv for row in rows for _, kv in row.parts)
+        for n, layer in enumerate(cache.layers):
+            keys, values = some[n]
+            shape = (len(rows), keys.shape[0], 1, keys.shape[-1])
+            layer.lazy_initialization(keys.new_empty(shape), values.new_empty(shape))
+            for i, row in enumerate(rows):
+                at = C - len(row.tokens)
+                for count, kv in row.parts:
+                    layer.keys[i, :, at:at + count] = kv[n][0]
+                    layer.values[i, :, at:at + count] = kv[n][1]
+                    at += count
+            layer.cumulative_length.fill_(C)
+        return cache
+
+    def _prefix_kv(self, prefix: list[int]) -> list[KV]:
+        """`prefix` as a list of KV parts (none if empty), computed once (LRU over a few)."""
+        import torch
+
+        if not prefix:
+            return []
         key = tuple(prefix)
         if key not in self._prefixes:
             with torch.no_grad():
                 out = self.model(input_ids=torch.tensor([prefix], device=self.model.device), use_cache=True)
-            self._prefixes[key] = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+            self._prefixes[key] = [(layer.keys[0], layer.values[0]) for layer in out.past_key_values.layers]
             if len(self._prefixes) > PREFIXES_KEPT:
                 self._prefixes.popitem(last=False)
         self._prefixes.move_to_end(key)
-        for layer, (keys, values) in zip(cache.layers, self._prefixes[key]):
-            layer.lazy_initialization(keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1))
-            layer.keys[:, :, :len(prefix)] = keys
-            layer.values[:, :, :len(prefix)] = values
-            layer.cumulative_length.fill_(len(prefix))
-        return cache
+        return [(len(prefix), self._prefixes[key])] if prefix else []
 
     async def submit(self, prompt: list[int], prefix_len: int = 0) -> Generation:
         future = asyncio.get_running_loop().create_future()
@@ -183,9 +250,9 @@ class LocalGenerator:
         while self._pending:
             await asyncio.sleep(0.01)  # let the other episodes in flight join this batch
             batch, self._pending = self._pending[:self.max_batch], self._pending[self.max_batch:]
-            prefix_len = min(n for _, n, _ in batch)
             try:
-                results = await asyncio.to_thread(self.generate, [p for p, _, _ in batch], prefix_len)
+                results = await asyncio.to_thread(self.generate, [p for p, _, _ in batch],
+                                                  [n for _, n, _ in batch])
             except Exception as e:  # noqa: BLE001 - each waiting episode gets the error
                 for _, _, future in batch:
                     future.set_exception(e)

@@ -237,7 +237,13 @@ class Policy:
             state = engine.module.state_dict() if dist.get_rank() == 0 else None
         if dist.get_rank() == 0:
             target.mkdir(parents=True, exist_ok=True)
-            engine.module.save_pretrained(target, state_dict=state, safe_serialization=True)
+            module = engine.module
+            # Training runs without a KV cache; whoever loads the checkpoint generates with one.
+            module.config.use_cache = module.generation_config.use_cache = True
+            try:
+                module.save_pretrained(target, state_dict=state, safe_serialization=True)
+            finally:
+                module.config.use_cache = module.generation_config.use_cache = False
             self.tokenizer.save_pretrained(target)
 
     def load(self, folder: Path) -> dict[str, Any]:

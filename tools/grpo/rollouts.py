@@ -27,7 +27,8 @@ from endstate.rollout.runner import RunConfig, run_all
 class LockstepSampler:
     """`sample(prompt)` for TokenBackend; generates when every live episode is waiting on it."""
 
-    def __init__(self, generate: Callable[[list[list[int]], int], list[Generation]], max_batch: int):
+    def __init__(self, generate: Callable[[list[list[int]], list[int]], list[Generation]],
+                 max_batch: int):
         assert max_batch > 0
         self.generate, self.max_batch = generate, max_batch
         self.live = 0
@@ -45,7 +46,7 @@ class LockstepSampler:
 
     async def sample(self, prompt: list[int], prefix_len: int = 0) -> Generation:
         """`prefix_len`: leading tokens shared by the domain's episodes (the generator may reuse
-        their KV cache; it checks that the rows of a batch really share them)."""
+        their KV cache)."""
         future = asyncio.get_running_loop().create_future()
         self.pending.append((prompt, prefix_len, future))
         self._flush()
@@ -59,7 +60,7 @@ class LockstepSampler:
             chunk = batch[i:i + self.max_batch]
             self.calls += 1
             try:
-                results = self.generate([p for p, _, _ in chunk], min(n for _, n, _ in chunk))
+                results = self.generate([p for p, _, _ in chunk], [n for _, n, _ in chunk])
             except Exception as e:  # noqa: BLE001 - each waiting episode gets the error
                 for _, _, future in chunk:
                     future.set_exception(e)
@@ -70,7 +71,7 @@ class LockstepSampler:
 
 
 def run_groups(tasks: list[dict[str, Any]], group_size: int, cfg: RunConfig, domains, grader: Grader,
-               template: ChatTemplate, generate: Callable[[list[list[int]], int], list[Generation]],
+               template: ChatTemplate, generate: Callable[[list[list[int]], list[int]], list[Generation]],
                attempt_bases: list[int]) -> list[Group]:
     """One group of `group_size` graded episodes per task (tasks may repeat), in task order.
     `generate` samples a batch of prompts with the current weights; `attempt_bases[i]` numbers

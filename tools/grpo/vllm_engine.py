@@ -44,12 +44,12 @@ class VLLMGenerator:
         self.requests = 0  # per-request seeds continue across calls
 
     def sampler(self, max_new_tokens: int, temperature: float, top_p: float,
-                seed: int) -> Callable[[list[list[int]], int], list[Generation]]:
+                seed: int) -> Callable[[list[list[int]], list[int]], list[Generation]]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        def generate(prompts: list[list[int]], prefix_len: int = 0) -> list[Generation]:
-            """vLLM caches shared prefixes itself (enable_prefix_caching): prefix_len is unused."""
+        def generate(prompts: list[list[int]], prefix_lens: list[int] | None = None) -> list[Generation]:
+            """vLLM caches shared prefixes itself (enable_prefix_caching): prefix_lens is unused."""
             params = [SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                      seed=(seed + self.requests + i) % 2 ** 31, logprobs=0)
                       for i in range(len(prompts))]
