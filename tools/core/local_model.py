@@ -233,7 +233,7 @@ class LocalGenerator:
         if key not in self._prefixes:
             with torch.no_grad():
                 out = self.model(input_ids=torch.tensor([prefix], device=self.model.device), use_cache=True)
-            self._prefixes[key] = [(layer.keys[0], layer.values[0]) for layer in out.past_key_values.layers]
+            self._prefixes[key] = [(layer.keys[0], layer.values[0]) for layer in out.cache.layers]
             if len(self._prefixes) > PREFIXES_KEPT:
                 self._prefixes.popitem(last=False)
         self._prefixes.move_to_end(key)
