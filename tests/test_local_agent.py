@@ -6,7 +6,6 @@ import asyncio
 import json
 
 import pytest
-
 from conftest import run_tool
 
 pytest.importorskip("transformers")

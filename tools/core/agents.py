@@ -25,10 +25,16 @@ import orjson
 
 from endstate.core.domain import Domain
 from endstate.core.errors import EndstateError
-from endstate.core.interpret import Parsed, ToolCall, coerce_arguments, parse, render_call, render_system
+from endstate.core.interpret import (
+    Parsed,
+    ToolCall,
+    coerce_arguments,
+    parse,
+    render_call,
+    render_system,
+)
 from endstate.core.local_model import Generation, Sampling
 from endstate.core.trace import ChatTemplate, TokenTrace
-
 
 TOOL_PREFILL = "<tool_call>\n"
 
@@ -130,7 +136,7 @@ class Endpoints:
                 return orjson.loads(data)
             except orjson.JSONDecodeError as e:
                 raise EndpointFailure("protocol", f"POST {url}: the answer is not JSON ({e})", 1) from e
-            except Exception as e:  # noqa: BLE001 - classified below
+            except Exception as e:  # classified below: retried, stopped on, or raised
                 kind = failure_kind(e)
                 if kind is None:
                     text = str(e).lower()

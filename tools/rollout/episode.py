@@ -17,8 +17,14 @@ from typing import Any
 
 import orjson
 
-from endstate.core.agents import (ChatBackend, ContextOverflow, EndpointFailure, Endpoints, TokenBackend,
-                                   usage_of)
+from endstate.core.agents import (
+    ChatBackend,
+    ContextOverflow,
+    EndpointFailure,
+    Endpoints,
+    TokenBackend,
+    usage_of,
+)
 from endstate.core.domain import Domain
 from endstate.core.sandbox import Sandbox
 

@@ -14,8 +14,14 @@ from typing import Any
 import click
 import orjson
 
-from endstate.core.agents import (ChatBackend, Endpoints, RetryPolicy, TokenBackend, close_endpoints,
-                                   completions_sampler)
+from endstate.core.agents import (
+    ChatBackend,
+    Endpoints,
+    RetryPolicy,
+    TokenBackend,
+    close_endpoints,
+    completions_sampler,
+)
 from endstate.core.domain import Domains
 from endstate.core.errors import EndstateError
 from endstate.core.interpret import INTERPRETER_VERSION
