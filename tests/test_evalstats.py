@@ -280,8 +280,8 @@ def test_compare_by_hand(tmp_path):
     travel = r["by_domain"]["travel"]
     assert travel["tasks"] == 2 and travel["pass_at_1"]["delta"] == pytest.approx(0.125)
     base = [msgspec.convert(r, Attempt) for r in BASE]
-    assert compare(M.group_tasks(M.tally_fn(Attempt, [], {}, False)(base))["overall"],
-                   M.group_tasks(M.tally_fn(Attempt, [], {}, False)(base))["overall"])["p_new_better"] == 0.5
+    assert compare(M.group_tasks(M.tally_fn([], {}, False)(base))["overall"],
+                   M.group_tasks(M.tally_fn([], {}, False)(base))["overall"])["p_new_better"] == 0.5
 
 
 def test_compare_k_format_plot_and_errors(tmp_path):

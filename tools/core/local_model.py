@@ -237,7 +237,7 @@ class LocalGenerator:
             if len(self._prefixes) > PREFIXES_KEPT:
                 self._prefixes.popitem(last=False)
         self._prefixes.move_to_end(key)
-        return [(len(prefix), self._prefixes[key])] if prefix else []
+        return [(len(prefix), self._prefixes[key])]
 
     async def submit(self, prompt: list[int], prefix_len: int = 0) -> Generation:
         future = asyncio.get_running_loop().create_future()

@@ -108,7 +108,7 @@ def _dict_records(name, lines, first_line, kind, skip, with_loc) -> Iterator[Any
         except decode_error as e:
             if not raw.strip():
                 continue  # blank line (orjson rejects empty input)
-            fail(Loc(name, lineno), f"not valid JSON ({e}); each line must be one JSON object", skip)
+            fail(Loc(name, lineno), _not_json(e), skip)
             continue
         if (accept(raw) if accept else type(record) is dict) or _judge(name, lineno, kind, record, skip):
             yield (new_loc(Loc, (name, lineno)), record) if with_loc else record
@@ -126,8 +126,7 @@ def _struct_records(name, lines, first_line, kind, skip, struct) -> Iterator[Any
                 record = orjson.loads(raw)
             except orjson.JSONDecodeError as e:
                 if raw.strip():
-                    fail(Loc(name, lineno), f"not valid JSON ({e}); each line must be one JSON "
-                         "object", skip)
+                    fail(Loc(name, lineno), _not_json(e), skip)
                 continue
             if not _judge(name, lineno, kind, record, skip):
                 continue
@@ -138,6 +137,10 @@ def _struct_records(name, lines, first_line, kind, skip, struct) -> Iterator[Any
                      skip)
                 continue
         yield record
+
+
+def _not_json(error: Exception) -> str:
+    return f"not valid JSON ({error}); each line must be one JSON object"
 
 
 def _judge(name: str, lineno: int, kind: str | None, record: Any, skip: SkipLog | None) -> bool:

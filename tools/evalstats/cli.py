@@ -10,7 +10,6 @@ import orjson
 from endstate.core.cli import run, skip_invalid_option, verbose_option
 from endstate.core.errors import EndstateError, ExitCode
 from endstate.core.records import SkipLog, fold_jsonl, read_jsonl
-from endstate.core.schemas import record_struct
 from endstate.evalstats import metrics as M
 from endstate.evalstats import render
 from endstate.evalstats.compare import compare as compare_runs
@@ -124,9 +123,7 @@ def summary(files, by_fields, ks, cluster, prices, expect_tasks, expect_repeats,
                 if expect_tasks else None)
     fields = list(dict.fromkeys([*by_fields, *([cluster] if cluster else []),
                                  *(["model", "domain"] if plot_file else [])]))
-    struct = record_struct("attempt", tuple(fields))
-    tally = fold_jsonl(list(files), "attempt", M.tally_fn(struct, fields, prices, expected is not None),
-                       M.merge, skip=skip, workers=workers, struct=struct)
+    tally = _tally(list(files), fields, prices, expected is not None, skip, workers)
     if expected is not None:
         _gate(tally, expected, expect_repeats, allow_incomplete)
 
@@ -218,10 +215,8 @@ def compare(base, new, by_field, k, fmt, plot_file, workers, skip_invalid):
     if base == "-" and new == "-":
         raise click.UsageError("only one of BASE and NEW can be stdin (-)")
     skip = SkipLog() if skip_invalid else None
-    fields = (by_field,) if by_field else ()
-    struct = record_struct("attempt", fields)
-    sides = [fold_jsonl([path], "attempt", M.tally_fn(struct, fields, {}, False), M.merge,
-                        skip=skip, workers=workers, struct=struct) for path in (base, new)]
+    fields = [by_field] if by_field else []
+    sides = [_tally([path], fields, {}, False, skip, workers) for path in (base, new)]
     try:
         report = compare_runs(*(M.group_tasks(t).get("overall", {}) for t in sides), k)
         if by_field:
@@ -236,6 +231,13 @@ def compare(base, new, by_field, k, fmt, plot_file, workers, skip_invalid):
         render.plot_compare(report, plot_file)
     if skip:
         skip.report()
+
+
+def _tally(paths, fields, prices, with_keys, skip, workers) -> M.Tally:
+    """The attempts in `paths`, folded (in forked readers for big files) into one Tally."""
+    tally = M.tally_fn(fields, prices, with_keys)
+    return fold_jsonl(paths, "attempt", tally, M.merge, skip=skip, workers=workers,
+                      struct=tally.struct)
 
 
 main = run(cli)

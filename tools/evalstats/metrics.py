@@ -9,7 +9,7 @@ from functools import cache
 from operator import attrgetter
 from typing import Any
 
-from endstate.core.schemas import attribute
+from endstate.core.schemas import attribute, record_struct
 from endstate.evalstats import estimators as E
 
 MISSING = "(none)"  # the group of records that lack a --by field
@@ -33,11 +33,11 @@ def _hashable(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
 
 
-def tally_fn(struct: type, fields: Sequence[str], prices: Mapping[str, tuple[float, float]],
-             with_keys: bool):
-    """A tally for fold_jsonl over records decoded as `struct` (schemas.record_struct("attempt",
-    fields)). Prices are USD per million agent prompt/completion tokens."""
+def tally_fn(fields: Sequence[str], prices: Mapping[str, tuple[float, float]], with_keys: bool):
+    """A tally for fold_jsonl over attempts decoded as `tally.struct` (the attempt Struct with
+    `fields` added). Prices are USD per million agent prompt/completion tokens."""
     fields = tuple(fields)
+    struct = record_struct("attempt", fields)
     values = attrgetter(*(attribute(struct, f) for f in fields)) if fields else None
     single = len(fields) == 1  # attrgetter of one name returns the value, not a tuple
 
@@ -77,6 +77,7 @@ def tally_fn(struct: type, fields: Sequence[str], prices: Mapping[str, tuple[flo
                 k[1] += r.status != "ok"
         return t
 
+    tally.struct = struct
     return tally
 
 

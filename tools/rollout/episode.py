@@ -78,10 +78,9 @@ class LLMUser:
             elif m["role"] == "assistant" and m.get("content"):
                 convo.append({"role": "user", "content": m["content"]})
 
-        body = {"model": self.model, "messages": convo, "temperature": 0.7, "max_tokens": 256}
-        if self.seed is not None:
-            body["seed"] = self.seed
-        response = await self.endpoints.post("/chat/completions", body)
+        response = await self.endpoints.post("/chat/completions", {
+            "model": self.model, "messages": convo, "temperature": 0.7, "max_tokens": 256,
+            "seed": self.seed})
         for k, v in usage_of(response).items():
             self.usage[k] += v
         choices = response.get("choices") or [{}]
