@@ -128,7 +128,8 @@ def test_reopening_is_limited_to_thirty_days(support):
         assert json.loads(old.content)["error"] == (
             "ticket T99991 was resolved on 2025-12-01, more than 30 days ago; it cannot be reopened")
         assert box.call("update_ticket_status", {"ticket_id": "T99992", "status": "open"}).ok
-        row = box.conn.execute("SELECT status, resolved_at, resolution FROM tickets WHERE id = 'T99992'").fetchone()
+        with box.read_only() as conn:
+            row = conn.execute("SELECT status, resolved_at, resolution FROM tickets WHERE id = 'T99992'").fetchone()
     assert row == ("open", None, None)
 
 

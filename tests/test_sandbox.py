@@ -1,15 +1,19 @@
-"""The sandbox: fresh databases per episode, init on top of the seed, tools that cannot escape,
+"""The sandbox: a fresh state per episode (its diff, replayed on shared seed connections), init on top of the seed, tools that cannot escape,
 and a diff that rebuilds the terminal state."""
 
 import sqlite3
 import textwrap
 
+import orjson
 import pytest
 
 from conftest import run_tool
-from endstate.core.domain import Domains
+from endstate.core import sandbox as sandbox_module
+from endstate.core.domain import Domains, content_digest, shadow
 from endstate.core.errors import EndstateError
-from endstate.core.sandbox import Sandbox
+from endstate.core.sandbox import Sandbox, _diff, _touched, _upsert
+from endstate.core.tools import Db, ToolError
+from endstate.grade.grader import TaskIndex
 
 SCHEMA = """
 CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT NOT NULL, qty INTEGER NOT NULL);
@@ -136,13 +140,19 @@ def test_seed_is_deterministic_cached_and_digested_by_content(shop, tmp_path):
     assert again.build_seed()[1] == digest  # rebuilt from scratch: same content
 
 
+def query(sandbox: Sandbox, method: str, sql: str, *params):
+    """Read the sandbox's current state through the Db helpers."""
+    with sandbox.read_only() as conn:
+        return getattr(Db(conn, sandbox.domain.now), method)(sql, *params)
+
+
 def test_each_sandbox_is_fresh_and_starts_from_seed_plus_init(shop):
     with Sandbox(shop) as a:
         a.call("set_qty", {"item_id": "I1", "qty": 42})
-        assert a.db.value("SELECT qty FROM items WHERE id = 'I1'") == 42
+        assert query(a, "value", "SELECT qty FROM items WHERE id = 'I1'") == 42
     init = {"items": [{"id": "I1", "qty": 7}, {"id": "I9", "name": "new", "qty": 1}]}
     with Sandbox(shop, init) as b:
-        assert b.db.all("SELECT id, qty FROM items WHERE id IN ('I1', 'I9') ORDER BY id") == [
+        assert query(b, "all", "SELECT id, qty FROM items WHERE id IN ('I1', 'I9') ORDER BY id") == [
             {"id": "I1", "qty": 7}, {"id": "I9", "qty": 1}]
         assert b.changes() == {}  # the diff starts after init
 
@@ -158,7 +168,7 @@ def test_init_errors_are_clear(shop):
 
 def test_diff_records_inserts_updates_deletes_by_key(shop):
     with Sandbox(shop) as s:
-        before = s.db.one("SELECT * FROM items WHERE id = 'I2'")
+        before = query(s, "one", "SELECT * FROM items WHERE id = 'I2'")
         for name, args in [("set_qty", {"item_id": "I1", "qty": 50}),
                            ("add_item", {"item_id": "I7", "name": "seven"}),
                            ("delete_item", {"item_id": "I2"}),
@@ -183,7 +193,7 @@ def test_diff_records_inserts_updates_deletes_by_key(shop):
 
 def shop_seed_qty(domain, item_id):
     with Sandbox(domain) as s:
-        return s.db.value("SELECT qty FROM items WHERE id = ?", item_id)
+        return query(s, "value", "SELECT qty FROM items WHERE id = ?", item_id)
 
 
 def test_primary_key_change_is_a_delete_plus_an_insert(shop):
@@ -201,10 +211,10 @@ def test_applying_the_diff_rebuilds_the_terminal_state(shop):
         s.call("rename_key", {"item_id": "I3", "new_id": "X3"})
         s.call("set_pair", {"a": 5, "b": 5, "v": "q"})
         changes = s.changes()
-        terminal = s.db.all("SELECT * FROM items ORDER BY id"), s.db.all("SELECT * FROM pairs ORDER BY a")
-    with Sandbox(shop, change_log=False) as r:
+        terminal = query(s, "all", "SELECT * FROM items ORDER BY id"), query(s, "all", "SELECT * FROM pairs ORDER BY a")
+    with Sandbox(shop) as r:
         r.apply_changes(changes)
-        assert (r.db.all("SELECT * FROM items ORDER BY id"), r.db.all("SELECT * FROM pairs ORDER BY a")) == terminal
+        assert (query(r, "all", "SELECT * FROM items ORDER BY id"), query(r, "all", "SELECT * FROM pairs ORDER BY a")) == terminal
 
 
 def test_a_diff_that_no_longer_applies_is_refused(shop):
@@ -243,8 +253,7 @@ def test_tools_cannot_escape_their_database(shop, sql):
 
 
 def test_grader_connection_is_read_only(shop):
-    with Sandbox(shop, change_log=False) as s:
-        conn = s.read_only()
+    with Sandbox(shop) as s, s.read_only() as conn:
         assert conn.execute("SELECT count(*) FROM items").fetchone() == (3,)
         for sql in ["UPDATE items SET qty = 0", "INSERT INTO pairs VALUES (9, 9, 'z')",
                     "ATTACH DATABASE ':memory:' AS x", "PRAGMA query_only = 0"]:
@@ -263,4 +272,100 @@ def test_a_table_without_primary_key_is_refused(tmp_path):
     d = make_domain(tmp_path)
     (d / "schema.sql").write_text("CREATE TABLE log (msg TEXT);")
     with pytest.raises(EndstateError, match="table log has no PRIMARY KEY"):
+        Domains([str(d)])["shop"].tables
+
+
+# -- an episode's state is its diff: replaying it must equal running the calls in order ---------
+
+def run_in_order(domain, task, digest: bool):
+    """The reference: one private database, init upserted, every gold call run in turn on it.
+    Its observations, its diff from seed + init (the seed's change log, emptied after init) and,
+    with `digest`, a digest of every row."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.deserialize(domain.seed()[0])
+    for table, rows in (task.get("init") or {}).items():
+        for row in rows:
+            _upsert(conn, domain.tables[table], row)
+    for table in domain.tables:
+        conn.execute(f'DELETE FROM "{shadow(table)}"')
+    db, seen = Db(conn, domain.now), []
+    for step in (s for s in task["gold"] if "tool" in s):
+        try:
+            value = domain.tools[step["tool"]].fn(db, **step["args"])
+            seen.append(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode())
+        except ToolError as e:
+            seen.append(str(e))
+    changes = _diff(_touched(conn, domain.tables), {})
+    return seen, changes, content_digest(conn, domain.tables) if digest else None
+
+
+@pytest.mark.parametrize("pinned", [False, True], ids=["replayed", "pinned"])
+def test_replaying_the_diff_gives_what_running_the_calls_in_order_gives(pinned, monkeypatch):
+    """Every gold trajectory of every built-in task: each observation byte for byte and the diff,
+    as on a private database that ran the calls in order; every 32nd task also row for row, and
+    rebuilt from its diff the way grade does."""
+    if pinned:
+        monkeypatch.setattr(sandbox_module, "PIN_ROWS", 0)  # every sandbox pins at its first write
+    domains = Domains()
+    tasks = list(TaskIndex(domains))
+    assert len(tasks) > 600
+    for n, task in enumerate(tasks):
+        domain, full = domains[task["domain"]], n % 32 == 0
+        expected, expected_changes, terminal = run_in_order(domain, task, full)
+        with Sandbox(domain, task.get("init")) as s:
+            seen = []
+            for step in (s for s in task["gold"] if "tool" in s):
+                result = s.call(step["tool"], step["args"])
+                seen.append(result.content if result.ok else orjson.loads(result.content)["error"])
+            assert seen == expected, task["id"]
+            assert s.changes() == expected_changes, task["id"]
+            assert (s._pinned is not None) == (pinned and bool(expected_changes)), task["id"]
+            if full:
+                with s.read_only() as conn:
+                    assert content_digest(conn, domain.tables) == terminal, task["id"]
+        if full:
+            rebuilt = Sandbox(domain, task.get("init"))
+            rebuilt.apply_changes(expected_changes)
+            with rebuilt.read_only() as conn:
+                assert content_digest(conn, domain.tables) == terminal, task["id"]
+
+
+def test_sandboxes_of_one_task_interleave_without_seeing_each_other(shop):
+    a, b = Sandbox(shop), Sandbox(shop)
+    assert a.call("set_qty", {"item_id": "I1", "qty": 11}).ok
+    assert b.call("set_qty", {"item_id": "I1", "qty": 22}).ok
+    assert a.call("add_item", {"item_id": "I7", "name": "a's"}).ok
+    assert "no item I7" in b.call("get_item", {"item_id": "I7"}).content
+    assert query(a, "value", "SELECT qty FROM items WHERE id = 'I1'") == 11
+    assert query(b, "value", "SELECT qty FROM items WHERE id = 'I1'") == 22
+    assert query(Sandbox(shop), "value", "SELECT qty FROM items WHERE id = 'I1'") == shop_seed_qty(shop, "I1")
+    assert set(a.changes()["items"]) == {"updated", "inserted"} and set(b.changes()["items"]) == {"updated"}
+
+
+@pytest.mark.parametrize("sql", ["COMMIT", "ROLLBACK"])
+def test_a_tool_that_ends_the_transaction_stops_the_run_and_spoils_no_other_episode(shop, sql):
+    s = Sandbox(shop)
+    assert s.call("set_qty", {"item_id": "I1", "qty": 0}).ok
+    with pytest.raises(EndstateError, match="tools must not control transactions"):
+        s.call("escape", {"sql": sql})
+    assert query(Sandbox(shop), "value", "SELECT qty FROM items WHERE id = 'I1'") == shop_seed_qty(shop, "I1")
+
+
+def test_a_large_diff_pins_its_connection_until_closed(shop, monkeypatch):
+    monkeypatch.setattr(sandbox_module, "PIN_ROWS", 2)
+    with Sandbox(shop) as s:
+        for i in range(4):
+            assert s.call("add_item", {"item_id": f"N{i}", "name": "n"}).ok
+        assert s._pinned is not None
+        assert [e["key"]["id"] for e in s.changes()["items"]["inserted"]] == ["N0", "N1", "N2", "N3"]
+        assert "no item N0" in Sandbox(shop).call("get_item", {"item_id": "N0"}).content
+    assert s._pinned is None
+    assert "no item N0" in Sandbox(shop).call("get_item", {"item_id": "N0"}).content
+
+
+def test_a_schema_with_its_own_triggers_is_refused(tmp_path):
+    d = make_domain(tmp_path)
+    (d / "schema.sql").write_text(SCHEMA + "\nCREATE TRIGGER touch AFTER UPDATE ON items "
+                                  "BEGIN UPDATE items SET name = name WHERE id = NEW.id; END;")
+    with pytest.raises(EndstateError, match="defines trigger touch; .* would apply twice"):
         Domains([str(d)])["shop"].tables

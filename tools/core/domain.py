@@ -61,8 +61,10 @@ class Domain:
     name: str
     path: Path
     _seed: tuple[bytes, str] | None = field(default=None, repr=False)
-    # seed + init per task, serialized; filled and bounded by sandbox.initial_state
-    initial_states: OrderedDict[bytes, bytes] = field(default_factory=OrderedDict, repr=False)
+    # what each task's init does to the seed; filled and bounded by sandbox.init_state
+    init_states: OrderedDict[bytes, Any] = field(default_factory=OrderedDict, repr=False)
+    # idle connections on the seed, per (process id, purpose); taken and given back by the sandbox
+    seed_connections: dict[tuple[int, str], list[sqlite3.Connection]] = field(default_factory=dict, repr=False)
 
     @cached_property
     def tools_module(self) -> ModuleType:
@@ -94,6 +96,11 @@ class Domain:
     def tables(self) -> dict[str, Table]:
         conn = sqlite3.connect(":memory:")
         conn.executescript((self.path / "schema.sql").read_text())
+        triggers = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]
+        if triggers:
+            raise EndstateError(f"{self.path}/schema.sql: defines trigger {triggers[0]}; an episode's "
+                                "state is replayed from its diff row by row, so a trigger would apply "
+                                "twice: do that work in the tool instead")
         tables = {}
         names = [r[0] for r in conn.execute(
             "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "

@@ -1,15 +1,24 @@
-"""One episode's database: a fresh in-memory copy of the domain seed plus the task's `init`, the
-domain's tools executed against it, and at the end the diff against that initial state.
+"""One episode's database: the domain seed plus the task's `init`, the domain's tools executed
+against it, and the diff against seed + init.
 
-The same diff, applied to seed + init, rebuilds the terminal state: that is how `grade` re-grades
-stored episodes without re-running them.
+An episode's state *is* its diff. Between tool calls a sandbox holds only that diff; a call takes
+one of the domain's seed connections, replays init and the diff inside a transaction, runs the tool,
+reads the new diff from the change log and rolls back. So an episode in flight costs the memory of
+its diff, not a copy of the database (256 episodes on a 5 MB seed share a few connections instead
+of holding 1.3 GB), and starting one costs nothing. `grade` rebuilds the terminal state the same
+way, so rollout and grade see one state through one code path.
+
+A diff past PIN_ROWS rows (a tool that rewrites many rows) would make every call replay it; such a
+sandbox keeps its connection and transaction instead ("pinned") until it is closed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,44 +104,75 @@ def table_of(domain: Domain, name: str, what: str) -> Table:
                             f"tables: {', '.join(domain.tables)}") from None
 
 
-INITIAL_STATES_KEPT = 32  # serialized seed + init per task: a GRPO group provisions the same one 8x
+PIN_ROWS = 256  # replaying more rows than this per call costs more than keeping a connection
+INIT_STATES_KEPT = 4096  # per domain: the diff each task's init makes to the seed (small)
+_CALL = f"{LOG_PREFIX}call"  # the savepoint around each tool call
 
 
-def initial_state(domain: Domain, init: Mapping[str, list[Row]] | None, change_log: bool = True) -> bytes:
-    """Serialized seed + the task's `init`, built once per task and kept (LRU) for reuse.
+@dataclass(frozen=True)
+class InitState:
+    """What a task's `init` does to the seed: as a diff to replay, and the rows it leaves, by table
+    and key (None: no such row), which are the `before` of an episode's diff."""
 
-    Without `change_log` the triggers are dropped: the grader needs no diff, and the triggers are
-    a third of the schema SQLite parses when a connection first touches the database.
-    """
-    seed_bytes = domain.seed()[0]
-    if not init and change_log:
-        return seed_bytes
-    key = hashlib.sha256(orjson.dumps([init, change_log], option=orjson.OPT_SORT_KEYS)).digest()
-    cache = domain.initial_states
+    changes: Changes
+    rows: dict[str, dict[tuple, Row | None]]
+
+
+_NO_INIT = InitState({}, {})
+
+
+def _acquire(domain: Domain, purpose: str) -> sqlite3.Connection:
+    """An idle connection on the domain's seed (or a new one), in a fresh transaction. Idle
+    connections are kept per process (a forked worker opens its own) and per purpose: grading
+    switches its connection's authorizer, which expires every prepared statement, so tool calls
+    use other connections and keep their statement caches."""
+    idle = domain.seed_connections.setdefault((os.getpid(), purpose), [])
+    if idle:
+        conn = idle.pop()
+    else:
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        conn.deserialize(domain.seed()[0])
+        # OR REPLACE deletes the row it replaces; only with recursive triggers does that delete
+        # reach the change log.
+        conn.execute("PRAGMA recursive_triggers = ON")
+        conn.set_authorizer(_tools_authorizer)
+    conn.execute("BEGIN")
+    return conn
+
+
+def _release(domain: Domain, purpose: str, conn: sqlite3.Connection) -> None:
+    """Roll the connection back to the seed and make it idle again."""
+    if not conn.in_transaction:  # only a tool ending our transaction gets here; never reuse it
+        conn.close()
+        raise EndstateError("a tool ended the sandbox's transaction (COMMIT or ROLLBACK); "
+                            "tools must not control transactions")
+    conn.execute("ROLLBACK")
+    domain.seed_connections.setdefault((os.getpid(), purpose), []).append(conn)
+
+
+def init_state(domain: Domain, init: Mapping[str, list[Row]] | None) -> InitState:
+    """The task's `init` applied to the seed (insert, or update by primary key), kept per task."""
+    if not init:
+        return _NO_INIT
+    key = hashlib.sha256(orjson.dumps(init, option=orjson.OPT_SORT_KEYS)).digest()
+    cache = domain.init_states
     if key in cache:
         cache.move_to_end(key)
         return cache[key]
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    conn.deserialize(seed_bytes)
-    conn.execute("BEGIN")
+    conn = _acquire(domain, "tools")
     try:
-        for table, rows in (init or {}).items():
+        for table, rows in init.items():
             t = table_of(domain, table, "init")
             for row in rows:
                 _upsert(conn, t, row)
-            # The diff starts after init: forget what init touched.
-            conn.execute(f'DELETE FROM "{shadow(table)}"')
-        if not change_log:
-            for (trigger,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' "
-                                           "AND name LIKE ?", (LOG_PREFIX + "%",)).fetchall():
-                conn.execute(f'DROP TRIGGER "{trigger}"')
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-    cache[key] = conn.serialize()
-    conn.close()
-    if len(cache) > INITIAL_STATES_KEPT:
+        touched = _touched(conn, domain.tables)
+    finally:
+        _release(domain, "tools", conn)
+    rows_after: dict[str, dict[tuple, Row | None]] = {}
+    for t, key_values, _, after in touched:
+        rows_after.setdefault(t.name, {})[key_values] = after
+    cache[key] = InitState(_diff(touched, {}), rows_after)
+    if len(cache) > INIT_STATES_KEPT:
         cache.popitem(last=False)
     return cache[key]
 
@@ -159,157 +199,205 @@ def _upsert(conn: sqlite3.Connection, t: Table, row: Row) -> None:
                             f"{e}; a new row needs every required column") from None
 
 
+Touched = list[tuple[Table, tuple, "Row | None", "Row | None"]]  # table, key, row before, row now
+
+
+def _touched(conn: sqlite3.Connection, tables: dict[str, Table]) -> Touched:
+    """Every row touched since the transaction began: its first saved state and its state now."""
+    found = conn.execute(" UNION ALL ".join(
+        f"SELECT {i} FROM (SELECT 1 FROM \"{shadow(name)}\" LIMIT 1)"
+        for i, name in enumerate(tables))).fetchall()
+    in_order = list(tables.values())
+    out: Touched = []
+    for t in (in_order[i] for (i,) in found):
+        cols = _cols(t.columns)
+        key_idx = [t.columns.index(c) for c in t.key]
+        get = f'SELECT {cols} FROM "{t.name}" WHERE {_where(t.key)}'
+        for *values, existed in conn.execute(
+                f'SELECT {cols}, "{LOG_PREFIX}existed" FROM "{shadow(t.name)}"').fetchall():
+            key_values = tuple(values[i] for i in key_idx)
+            now = conn.execute(get, key_values).fetchone()
+            out.append((t, key_values, dict(zip(t.columns, values)) if existed else None,
+                        dict(zip(t.columns, now)) if now else None))
+    return out
+
+
+def _diff(touched: Touched, base: dict[str, dict[tuple, Row | None]]) -> Changes:
+    """Per table, the rows inserted, updated and deleted, by primary key. A row's `before` is its
+    state in `base` (seed + init) where base has it, else the seed's, as the change log saved it."""
+    out: Changes = {}
+    for t, key_values, before, after in touched:
+        table_base = base.get(t.name)
+        if table_base is not None and key_values in table_base:
+            before = table_base[key_values]
+        key = dict(zip(t.key, key_values))
+        entry = out.setdefault(t.name, {"inserted": [], "updated": [], "deleted": []})
+        if before is None and after is not None:
+            entry["inserted"].append({"key": key, "row": after})
+        elif before is not None and after is None:
+            entry["deleted"].append({"key": key, "row": before})
+        elif before is not None and after is not None:
+            changed = [c for c in t.columns if before[c] != after[c]
+                       or type(before[c]) is not type(after[c])]
+            if changed:
+                entry["updated"].append({"key": key, "before": {c: before[c] for c in changed},
+                                         "after": {c: after[c] for c in changed}})
+    return {name: {k: sorted(v, key=lambda e: orjson.dumps(list(e["key"].values())))
+                   for k, v in entry.items() if v}
+            for name, entry in out.items() if any(entry.values())}
+
+
+def _rows(changes: Changes) -> int:
+    return sum(len(v) for entry in changes.values() for v in entry.values())
+
+
 class Sandbox:
-    """A fresh database for one episode (or for rebuilding one, in grade)."""
+    """One episode's database (or the rebuilt terminal state of one, in grade)."""
 
     def __init__(self, domain: Domain, init: Mapping[str, list[Row]] | None = None,
-                 allowed_tools: list[str] | None = None, *, change_log: bool = True):
+                 allowed_tools: list[str] | None = None):
         self.domain = domain
         self.seed_digest = domain.seed()[1]
-        self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        self.conn.deserialize(initial_state(domain, init, change_log))
-        # OR REPLACE deletes the row it replaces; only with recursive triggers does that delete
-        # reach the change log.
-        self.conn.execute("PRAGMA recursive_triggers = ON")
-        self.change_log = change_log
         self.tables: dict[str, Table] = domain.tables
         self.tools = {n: t for n, t in domain.tools.items()
                       if allowed_tools is None or n in allowed_tools}
         unknown = set(allowed_tools or ()) - set(domain.tools)
         if unknown:
             raise EndstateError(f"task allows unknown tool(s) {sorted(unknown)} in domain {domain.name}")
-        self.conn.set_authorizer(_tools_authorizer)
-        self.db = Db(self.conn, domain.now)
-        self._query_only = False
+        self.init = init_state(domain, init)
+        self._diff: Changes = {}
+        self._pinned: sqlite3.Connection | None = None
+
+    @contextmanager
+    def _state(self, purpose: str = "tools") -> Iterator[sqlite3.Connection]:
+        """A connection holding seed + init + this episode's diff, for the length of the block."""
+        if self._pinned is not None:
+            yield self._pinned
+            return
+        conn = _acquire(self.domain, purpose)
+        try:
+            _replay(conn, self.init.changes)
+            _replay(conn, self._diff)
+            yield conn
+        finally:
+            if self._pinned is not conn:
+                _release(self.domain, purpose, conn)
+
+    def _read_diff(self, conn: sqlite3.Connection) -> None:
+        """Take the diff from the change log; a large one pins this connection (module doc)."""
+        self._diff = _diff(_touched(conn, self.tables), self.init.rows)
+        if self._pinned is None and _rows(self.init.changes) + _rows(self._diff) > PIN_ROWS:
+            self._pinned = conn
 
     # -- the agent's side -------------------------------------------------------------------
 
     def call(self, name: str, args: Any) -> ToolResult:
-        """Run one tool call. Every failure becomes an error observation, never an exception."""
+        """Run one tool call. Every failure becomes an error observation, never an exception;
+        only a tool that ends the sandbox's transaction (a bug in the domain) raises."""
         t = self.tools.get(name)
         if t is None:
             return ToolResult.error(f"unknown tool {name!r}; available: {', '.join(self.tools)}")
         problem = t.argument_problem(args)
         if problem:
             return ToolResult.error(f"invalid arguments for {name}: {problem}")
-        if self._query_only != (not t.writes):
-            self.conn.execute(f"PRAGMA query_only = {0 if t.writes else 1}")
-            self._query_only = not t.writes
-        # A savepoint per call: a tool that fails half-way leaves no partial writes behind.
-        self.conn.execute("SAVEPOINT tool_call")
-        try:
-            value = t.fn(self.db, **args)
-            content = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
-        except ToolError as e:
-            self.conn.execute("ROLLBACK TO tool_call")
-            return ToolResult.error(str(e))
-        except sqlite3.DatabaseError as e:
-            self.conn.execute("ROLLBACK TO tool_call")
-            kind = "read-only tool tried to write" if "readonly" in str(e) else "database error"
-            return ToolResult.error(f"{name} failed: {kind}: {e}")
-        except Exception as e:
-            self.conn.execute("ROLLBACK TO tool_call")
-            return ToolResult.error(f"{name} failed: {type(e).__name__}: {e}")
-        finally:
-            self.conn.execute("RELEASE tool_call")
-        return ToolResult(True, content, value)
+        with self._state() as conn:
+            # A savepoint per call: a tool that fails half-way leaves no partial writes behind.
+            conn.execute(f"SAVEPOINT {_CALL}")
+            # Read-only tools are held to it by counting changes, not by PRAGMA query_only: a
+            # pragma expires every prepared statement of the connection.
+            writes_before = conn.total_changes
+            try:
+                value = t.fn(Db(conn, self.domain.now), **args)
+                result = ToolResult(True, orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode(), value)
+                if not t.writes and conn.total_changes != writes_before:
+                    result = ToolResult.error(f"{name} failed: read-only tool tried to write")
+            except ToolError as e:
+                result = ToolResult.error(str(e))
+            except sqlite3.DatabaseError as e:
+                result = ToolResult.error(f"{name} failed: database error: {e}")
+            except Exception as e:
+                result = ToolResult.error(f"{name} failed: {type(e).__name__}: {e}")
+            if not conn.in_transaction and conn is self._pinned:
+                self._pinned = None
+                _release(self.domain, "tools", conn)  # raises: the episode's state is gone
+            if conn.in_transaction:  # else _state's release raises
+                if not result.ok:
+                    conn.execute(f"ROLLBACK TO {_CALL}")
+                conn.execute(f"RELEASE {_CALL}")
+                if result.ok and t.writes and self._pinned is None:
+                    self._read_diff(conn)
+        return result
 
     # -- the diff ---------------------------------------------------------------------------
 
     def changes(self) -> Changes:
         """Per table, the rows inserted, updated and deleted since seed + init, by primary key."""
-        if not self.change_log:
-            raise RuntimeError("this sandbox was opened without a change log")
-        out: Changes = {}
-        touched = self.conn.execute(" UNION ALL ".join(
-            f"SELECT {i} FROM (SELECT 1 FROM \"{shadow(name)}\" LIMIT 1)"
-            for i, name in enumerate(self.tables))).fetchall()
-        tables = list(self.tables.values())
-        for t in (tables[i] for (i,) in touched):
-            cols = _cols(t.columns)
-            saved = self.conn.execute(
-                f'SELECT {cols}, "{LOG_PREFIX}existed" FROM "{shadow(t.name)}"').fetchall()
-            if not saved:
-                continue
-            entry: dict[str, list[dict[str, Any]]] = {"inserted": [], "updated": [], "deleted": []}
-            key_idx = [t.columns.index(c) for c in t.key]
-            get = f'SELECT {cols} FROM "{t.name}" WHERE {_where(t.key)}'
-            for *values, existed in saved:
-                key_values = [values[i] for i in key_idx]
-                key = dict(zip(t.key, key_values))
-                now = self.conn.execute(get, key_values).fetchone()
-                before = dict(zip(t.columns, values)) if existed else None
-                after = dict(zip(t.columns, now)) if now else None
-                if before is None and after is not None:
-                    entry["inserted"].append({"key": key, "row": after})
-                elif before is not None and after is None:
-                    entry["deleted"].append({"key": key, "row": before})
-                elif before is not None and after is not None:
-                    changed = [c for c in t.columns if before[c] != after[c]
-                               or type(before[c]) is not type(after[c])]
-                    if changed:
-                        entry["updated"].append({"key": key,
-                                                 "before": {c: before[c] for c in changed},
-                                                 "after": {c: after[c] for c in changed}})
-            entry = {k: sorted(v, key=lambda e: orjson.dumps(list(e["key"].values())))
-                     for k, v in entry.items() if v}
-            if entry:
-                out[t.name] = entry
-        return out
+        if self._pinned is not None:
+            return _diff(_touched(self._pinned, self.tables), self.init.rows)
+        return self._diff
 
     def apply_changes(self, changes: Changes) -> None:
         """Replay a recorded diff on seed + init, checking every recorded `before` still holds."""
-        self.conn.set_authorizer(None)
-        self.conn.execute("BEGIN")
-        try:
-            for table, entry in changes.items():
-                t = table_of(self.domain, table, "changes")
-                for e in entry.get("deleted", []):
-                    self._expect(t, e["key"], e["row"], "deleted")
-                    self.conn.execute(f'DELETE FROM "{table}" WHERE {_where(e["key"])}',
-                                      list(e["key"].values()))
-                for e in entry.get("updated", []):
-                    self._expect(t, e["key"], e["before"], "updated")
-                    self.conn.execute(f'UPDATE "{table}" SET {_sets(e["after"])} WHERE {_where(e["key"])}',
-                                      [*e["after"].values(), *e["key"].values()])
-                for e in entry.get("inserted", []):
-                    self._expect(t, e["key"], None, "inserted")
-                    cols = list(e["row"])
-                    self.conn.execute(
-                        f'INSERT INTO "{table}" ({_cols(cols)}) '
-                        f'VALUES ({", ".join("?" * len(cols))})', [e["row"][c] for c in cols])
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
-        self.conn.set_authorizer(_tools_authorizer)
+        with self._state() as conn:
+            _replay(conn, changes, check_in=self.domain)
+            self._read_diff(conn)
 
-    def _expect(self, t: Table, key: dict[str, Any], before: Row | None, what: str) -> None:
-        cols = list(before) if before else list(t.key)
-        row = self.conn.execute(
-            f'SELECT {_cols(cols)} FROM "{t.name}" '
-            f'WHERE {_where(key)}', list(key.values())).fetchone()
-        actual = None if row is None else dict(zip(cols, row))
-        if before is None and actual is not None:
-            raise EndstateError(f"{t.name}[{key_text(key)}] is recorded as {what} but already exists "
-                                "in seed + init: the domain seed or the task init changed since the "
-                                "episode was recorded")
-        if before is not None and actual != before:
-            raise EndstateError(f"{t.name}[{key_text(key)}] was {before} when the episode was recorded "
-                                f"but is {actual} in seed + init now: the domain seed or the task "
-                                "init changed since; re-run the episode")
-
-    def read_only(self) -> sqlite3.Connection:
-        """Lock the database for grading: SELECT only, no ATTACH, no extensions."""
-        self.conn.execute("PRAGMA query_only = 1")
-        self.conn.set_authorizer(_read_only_authorizer)
-        return self.conn
+    @contextmanager
+    def read_only(self) -> Iterator[sqlite3.Connection]:
+        """The state locked for grading: SELECT only, no ATTACH, no extensions."""
+        with self._state("grade") as conn:
+            conn.execute("PRAGMA query_only = 1")
+            conn.set_authorizer(_read_only_authorizer)
+            try:
+                yield conn
+            finally:
+                conn.set_authorizer(_tools_authorizer)
+                conn.execute("PRAGMA query_only = 0")
 
     def close(self) -> None:
-        self.conn.close()
+        """Give back a pinned connection; an unpinned sandbox holds nothing."""
+        if self._pinned is not None:
+            conn, self._pinned = self._pinned, None
+            _release(self.domain, "tools", conn)
 
     def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _replay(conn: sqlite3.Connection, changes: Changes, check_in: Domain | None = None) -> None:
+    """Apply a diff: per table its deletes, updates and inserts. With `check_in`, each row's
+    recorded state is checked first (grade: the seed or init may have changed since recording)."""
+    for table, entry in changes.items():
+        t = table_of(check_in, table, "changes") if check_in else None
+        for e in entry.get("deleted", ()):
+            if t:
+                _expect(conn, t, e["key"], e["row"], "deleted")
+            conn.execute(f'DELETE FROM "{table}" WHERE {_where(e["key"])}', list(e["key"].values()))
+        for e in entry.get("updated", ()):
+            if t:
+                _expect(conn, t, e["key"], e["before"], "updated")
+            conn.execute(f'UPDATE "{table}" SET {_sets(e["after"])} WHERE {_where(e["key"])}',
+                         [*e["after"].values(), *e["key"].values()])
+        for e in entry.get("inserted", ()):
+            if t:
+                _expect(conn, t, e["key"], None, "inserted")
+            conn.execute(f'INSERT INTO "{table}" ({_cols(e["row"])}) '
+                         f'VALUES ({", ".join("?" * len(e["row"]))})', list(e["row"].values()))
+
+
+def _expect(conn: sqlite3.Connection, t: Table, key: dict[str, Any], before: Row | None, what: str) -> None:
+    cols = list(before) if before else list(t.key)
+    row = conn.execute(f'SELECT {_cols(cols)} FROM "{t.name}" WHERE {_where(key)}',
+                       list(key.values())).fetchone()
+    actual = None if row is None else dict(zip(cols, row))
+    if before is None and actual is not None:
+        raise EndstateError(f"{t.name}[{key_text(key)}] is recorded as {what} but already exists "
+                            "in seed + init: the domain seed or the task init changed since the "
+                            "episode was recorded")
+    if before is not None and actual != before:
+        raise EndstateError(f"{t.name}[{key_text(key)}] was {before} when the episode was recorded "
+                            f"but is {actual} in seed + init now: the domain seed or the task "
+                            "init changed since; re-run the episode")

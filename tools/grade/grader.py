@@ -68,9 +68,10 @@ class Grader:
         `judge_optional` and no judge, judge checks are left unanswered (passed None).
         """
         domain = self.domains[task["domain"]]
-        with Sandbox(domain, task.get("init"), change_log=False) as sandbox:
-            sandbox.apply_changes(changes)
-            ctx = Context(domain, task, sandbox.read_only(), changes, messages,
+        sandbox = Sandbox(domain, task.get("init"))
+        sandbox.apply_changes(changes)
+        with sandbox, sandbox.read_only() as conn:
+            ctx = Context(domain, task, conn, changes, messages,
                           lambda: self.gold_changes(task), self.judge)
             order = sorted(range(len(task["checks"])), key=lambda i: task["checks"][i]["kind"] == "judge")
             results: list[dict[str, Any] | None] = [None] * len(order)
