@@ -126,7 +126,7 @@ class FakeEndpoint:
         self.answers = list(answers or [])
         self.policy, self.completions = policy, completions
         self.latency, self.faults = latency, faults or (lambda i: None)
-        self.requests: list[dict] = []  # bodies, in arrival order (faulted ones too)
+        self._bodies: list[bytes] = []  # raw, so hundreds of thousands cost the GC nothing
         self.outcomes: list[str] = []  # per request: "ok", "http 500", "timeout", "reset"
         self.port = port
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -134,14 +134,20 @@ class FakeEndpoint:
         self._thread: threading.Thread | None = None
 
     @property
+    def requests(self) -> list[dict]:
+        """The request bodies, in arrival order (faulted ones too)."""
+        return [orjson.loads(b) if b else {} for b in self._bodies]
+
+    @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
     # -- deciding the answer ------------------------------------------------------------------
 
-    def _answer(self, path: str, body: dict) -> Fault | dict:
-        n = len(self.requests)
-        self.requests.append(body)
+    def _answer(self, path: str, data: bytes) -> Fault | dict:
+        n = len(self._bodies)
+        self._bodies.append(data)
+        body = orjson.loads(data) if data else {}
         fault = self.faults(n)
         if fault is None and self.answers and self.policy is None and path.endswith("/chat/completions"):
             answer = self.answers.pop(0)
@@ -166,13 +172,14 @@ class FakeEndpoint:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_S)
+                async with asyncio.timeout(IDLE_S):  # not wait_for: that costs a task per request
+                    head = await reader.readuntil(b"\r\n\r\n")
                 request_line, *header_lines = head.decode("latin-1").split("\r\n")
                 headers = {k.strip().lower(): v.strip() for k, _, v in
                            (h.partition(":") for h in header_lines if h)}
                 data = await reader.readexactly(int(headers.get("content-length", 0)))
                 path = request_line.split(" ")[1]
-                answer = self._answer(path, orjson.loads(data) if data else {})
+                answer = self._answer(path, data)
                 if self.latency:
                     await asyncio.sleep(self.latency)
                 if isinstance(answer, Fault) and answer.kind == "reset":
@@ -241,7 +248,7 @@ def main(argv: list[str]) -> None:
     with FakeEndpoint(policy=gold_policy(tasks), latency=latency) as endpoint:
         print(endpoint.base_url, flush=True)
         sys.stdin.read()
-        print(f"served {len(endpoint.requests)} requests", file=sys.stderr)
+        print(f"served {len(endpoint._bodies)} requests", file=sys.stderr)
 
 
 if __name__ == "__main__":
