@@ -106,7 +106,8 @@ def table_of(domain: Domain, name: str, what: str) -> Table:
 
 PIN_ROWS = 256  # replaying more rows than this per call costs more than keeping a connection
 INIT_STATES_KEPT = 4096  # per domain: the diff each task's init makes to the seed (small)
-_CALL = f"{LOG_PREFIX}call"  # the savepoint around each tool call
+_CALL = f"{LOG_PREFIX}call"  # the savepoint around each tool call of a pinned sandbox
+Replay = list[tuple[str, list[list[Any]]]]  # a diff as statements, each with its rows of parameters
 
 
 @dataclass(frozen=True)
@@ -116,9 +117,10 @@ class InitState:
 
     changes: Changes
     rows: dict[str, dict[tuple, Row | None]]
+    replay: Replay
 
 
-_NO_INIT = InitState({}, {})
+_NO_INIT = InitState({}, {}, [])
 
 
 def _acquire(domain: Domain, purpose: str) -> sqlite3.Connection:
@@ -171,7 +173,8 @@ def init_state(domain: Domain, init: Mapping[str, list[Row]] | None) -> InitStat
     rows_after: dict[str, dict[tuple, Row | None]] = {}
     for t, key_values, _, after in touched:
         rows_after.setdefault(t.name, {})[key_values] = after
-    cache[key] = InitState(_diff(touched, {}), rows_after)
+    changes = _diff(touched, {})
+    cache[key] = InitState(changes, rows_after, _compile(changes))
     if len(cache) > INIT_STATES_KEPT:
         cache.popitem(last=False)
     return cache[key]
@@ -266,6 +269,7 @@ class Sandbox:
             raise EndstateError(f"task allows unknown tool(s) {sorted(unknown)} in domain {domain.name}")
         self.init = init_state(domain, init)
         self._diff: Changes = {}
+        self._replay: Replay = self.init.replay  # init, then the diff
         self._pinned: sqlite3.Connection | None = None
 
     @contextmanager
@@ -276,8 +280,8 @@ class Sandbox:
             return
         conn = _acquire(self.domain, purpose)
         try:
-            _replay(conn, self.init.changes)
-            _replay(conn, self._diff)
+            for sql, rows in self._replay:
+                conn.executemany(sql, rows)
             yield conn
         finally:
             if self._pinned is not conn:
@@ -286,6 +290,7 @@ class Sandbox:
     def _read_diff(self, conn: sqlite3.Connection) -> None:
         """Take the diff from the change log; a large one pins this connection (module doc)."""
         self._diff = _diff(_touched(conn, self.tables), self.init.rows)
+        self._replay = self.init.replay + _compile(self._diff)
         if self._pinned is None and _rows(self.init.changes) + _rows(self._diff) > PIN_ROWS:
             self._pinned = conn
 
@@ -301,8 +306,11 @@ class Sandbox:
         if problem:
             return ToolResult.error(f"invalid arguments for {name}: {problem}")
         with self._state() as conn:
-            # A savepoint per call: a tool that fails half-way leaves no partial writes behind.
-            conn.execute(f"SAVEPOINT {_CALL}")
+            # A tool that fails half-way leaves no partial writes behind: unpinned, the whole
+            # transaction is rolled back anyway; pinned, a savepoint per call.
+            pinned = conn is self._pinned
+            if pinned:
+                conn.execute(f"SAVEPOINT {_CALL}")
             # Read-only tools are held to it by counting changes, not by PRAGMA query_only: a
             # pragma expires every prepared statement of the connection.
             writes_before = conn.total_changes
@@ -317,15 +325,15 @@ class Sandbox:
                 result = ToolResult.error(f"{name} failed: database error: {e}")
             except Exception as e:
                 result = ToolResult.error(f"{name} failed: {type(e).__name__}: {e}")
-            if not conn.in_transaction and conn is self._pinned:
+            if not conn.in_transaction and pinned:
                 self._pinned = None
                 _release(self.domain, "tools", conn)  # raises: the episode's state is gone
-            if conn.in_transaction:  # else _state's release raises
+            if pinned:
                 if not result.ok:
                     conn.execute(f"ROLLBACK TO {_CALL}")
                 conn.execute(f"RELEASE {_CALL}")
-                if result.ok and t.writes and self._pinned is None:
-                    self._read_diff(conn)
+            elif result.ok and t.writes and conn.in_transaction:  # else _state's release raises
+                self._read_diff(conn)
         return result
 
     # -- the diff ---------------------------------------------------------------------------
@@ -339,7 +347,7 @@ class Sandbox:
     def apply_changes(self, changes: Changes) -> None:
         """Replay a recorded diff on seed + init, checking every recorded `before` still holds."""
         with self._state() as conn:
-            _replay(conn, changes, check_in=self.domain)
+            _replay_checked(conn, self.domain, changes)
             self._read_diff(conn)
 
     @contextmanager
@@ -367,25 +375,38 @@ class Sandbox:
         self.close()
 
 
-def _replay(conn: sqlite3.Connection, changes: Changes, check_in: Domain | None = None) -> None:
-    """Apply a diff: per table its deletes, updates and inserts. With `check_in`, each row's
-    recorded state is checked first (grade: the seed or init may have changed since recording)."""
+def _statements(changes: Changes) -> Iterator[tuple[str, str, dict[str, Any], str, list[Any]]]:
+    """A diff as (table, what, entry, sql, parameters), in replay order: per table its deletes,
+    updates and inserts."""
     for table, entry in changes.items():
-        t = table_of(check_in, table, "changes") if check_in else None
         for e in entry.get("deleted", ()):
-            if t:
-                _expect(conn, t, e["key"], e["row"], "deleted")
-            conn.execute(f'DELETE FROM "{table}" WHERE {_where(e["key"])}', list(e["key"].values()))
+            yield table, "deleted", e, f'DELETE FROM "{table}" WHERE {_where(e["key"])}', list(e["key"].values())
         for e in entry.get("updated", ()):
-            if t:
-                _expect(conn, t, e["key"], e["before"], "updated")
-            conn.execute(f'UPDATE "{table}" SET {_sets(e["after"])} WHERE {_where(e["key"])}',
-                         [*e["after"].values(), *e["key"].values()])
+            yield (table, "updated", e, f'UPDATE "{table}" SET {_sets(e["after"])} WHERE {_where(e["key"])}',
+                   [*e["after"].values(), *e["key"].values()])
         for e in entry.get("inserted", ()):
-            if t:
-                _expect(conn, t, e["key"], None, "inserted")
-            conn.execute(f'INSERT INTO "{table}" ({_cols(e["row"])}) '
-                         f'VALUES ({", ".join("?" * len(e["row"]))})', list(e["row"].values()))
+            yield (table, "inserted", e, f'INSERT INTO "{table}" ({_cols(e["row"])}) '
+                   f'VALUES ({", ".join("?" * len(e["row"]))})', list(e["row"].values()))
+
+
+def _compile(changes: Changes) -> Replay:
+    """The statements that replay a diff, rows of one statement grouped for executemany."""
+    out: Replay = []
+    for *_, sql, params in _statements(changes):
+        if out and out[-1][0] == sql:
+            out[-1][1].append(params)
+        else:
+            out.append((sql, [params]))
+    return out
+
+
+def _replay_checked(conn: sqlite3.Connection, domain: Domain, changes: Changes) -> None:
+    """Apply a recorded diff, first checking each row's recorded state (grade: the seed or init
+    may have changed since the episode was recorded)."""
+    for table, what, e, sql, params in _statements(changes):
+        t = table_of(domain, table, "changes")
+        _expect(conn, t, e["key"], {"deleted": e.get("row"), "updated": e.get("before")}.get(what), what)
+        conn.execute(sql, params)
 
 
 def _expect(conn: sqlite3.Connection, t: Table, key: dict[str, Any], before: Row | None, what: str) -> None:
