@@ -25,6 +25,7 @@ import orjson
 
 from endstate.core.domain import Domain
 from endstate.core.errors import EndstateError
+from endstate.core.http import HttpClient, ProtocolError
 from endstate.core.interpret import (
     Parsed,
     ToolCall,
@@ -67,25 +68,24 @@ class EndpointError(Exception):
 
 def failure_kind(error: BaseException) -> str | None:
     """How an endpoint error is named in `error.kind`, or None when retrying cannot help."""
-    import aiohttp
-
     if isinstance(error, EndpointError):
         return ("rate_limit" if error.status == 429 else "timeout" if error.status == 408
                 else "http_5xx" if error.status >= 500 else None)
-    if isinstance(error, TimeoutError):  # aiohttp's timeouts are TimeoutErrors too
+    if isinstance(error, (TimeoutError, asyncio.TimeoutError)):  # distinct types on Python 3.10
         return "timeout"
-    if isinstance(error, (aiohttp.ClientError, ConnectionError)):
-        return "connection"  # refused, reset, disconnected mid-answer, a cut-off body
+    if isinstance(error, OSError):
+        return "connection"  # refused, reset, closed mid-answer, unreachable, TLS
     return None
 
 
 class Endpoints:
     """One or more OpenAI-compatible base URLs; calls rotate over them, retries move on.
 
-    The wire protocol is the OpenAI REST API (POST JSON, Bearer key), spoken through aiohttp with
-    orjson bodies: the openai SDK's client costs ~1-3 ms of CPU a call (request models, httpx, typed
-    responses), which at hundreds of episodes in flight is longer than the model's latency
-    (bench/bench_rollout.py); this path costs a few tenths of that. Answers are plain dicts.
+    The wire protocol is the OpenAI REST API (POST JSON, Bearer key), spoken through a lean
+    keep-alive client (core/http.py) with orjson bodies: the openai SDK's client costs ~1-3 ms of
+    CPU a call (request models, httpx, typed responses) and aiohttp ~0.2 ms, which at hundreds of
+    episodes in flight adds up to more than the model's latency (bench/bench_rollout.py); this
+    path costs ~0.06 ms. Answers are plain dicts.
     """
 
     def __init__(self, base_urls: list[str], api_key: str | None, timeout: float, retry: RetryPolicy):
@@ -97,27 +97,21 @@ class Endpoints:
         self.retry = retry
         self.retries = 0  # across the run, for the logs
         self._next = itertools.count()
-        self._session: Any = None
+        self._http: HttpClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def _client(self):
-        """This event loop's session (asyncio.run makes a new loop each time, e.g. per grpo step)."""
+    def _client(self) -> HttpClient:
+        """This event loop's client (asyncio.run makes a new loop each time, e.g. per grpo step)."""
         loop = asyncio.get_running_loop()
-        if self._session is None or self._loop is not loop:
-            import aiohttp
-
-            # No cap on connections: every episode in flight keeps its own keep-alive connection.
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0),
-                timeout=aiohttp.ClientTimeout(total=self.timeout))
-            self._loop = loop
+        if self._http is None or self._loop is not loop:
+            self._http, self._loop = HttpClient(self.timeout), loop
             _OPEN.add(self)
-        return self._session
+        return self._http
 
-    async def aclose(self) -> None:
-        if self._session is not None and self._loop is asyncio.get_running_loop():
-            await self._session.close()
-        self._session = self._loop = None
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+        self._http = self._loop = None
 
     async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST `body` as JSON to `path` (e.g. "/chat/completions"): the decoded JSON answer.
@@ -130,13 +124,12 @@ class Endpoints:
         for attempt in range(self.retry.attempts):
             url = self.urls[(start + attempt) % len(self.urls)] + path
             try:
-                async with self._client().post(url, data=content, headers=self.headers) as response:
-                    data = await response.read()
-                if response.status >= 400:
-                    raise EndpointError(url, response.status, data)
+                status, data = await self._client().post(url, content, self.headers)
+                if status >= 400:
+                    raise EndpointError(url, status, data)
                 return orjson.loads(data)
-            except orjson.JSONDecodeError as e:
-                raise EndpointFailure("protocol", f"POST {url}: the answer is not JSON ({e})", 1) from e
+            except (orjson.JSONDecodeError, ProtocolError) as e:
+                raise EndpointFailure("protocol", f"POST {url}: the answer is not JSON over HTTP ({e})", 1) from e
             except Exception as e:  # classified below: retried, stopped on, or raised
                 kind = failure_kind(e)
                 if kind is None:
@@ -158,9 +151,10 @@ _OPEN: weakref.WeakSet[Endpoints] = weakref.WeakSet()
 
 
 async def close_endpoints() -> None:
-    """Close the HTTP sessions opened on this event loop (at the end of a run)."""
+    """Close the connections opened on this event loop (at the end of a run)."""
     for endpoints in list(_OPEN):
-        await endpoints.aclose()
+        if endpoints._loop is asyncio.get_running_loop():
+            endpoints.close()
 
 
 def usage_of(response: dict[str, Any]) -> dict[str, int]:

@@ -1,0 +1,175 @@
+"""POST JSON over HTTP/1.1 keep-alive connections: the one request OpenAI-compatible endpoints
+need, at about a third of a general client's CPU.
+
+With hundreds of episodes in flight, every model call's client CPU lands between a response and
+the next request, so it is paid in wall time (bench/bench_rollout.py). aiohttp spent ~190 µs of
+CPU per call in Python request/response machinery; this client spends ~60 µs: asyncio transports
+carry the bytes (TLS included), httptools (llhttp, the parser aiohttp and uvicorn use) parses the
+answers, content-length or chunked. Left out on purpose: proxies, redirects, cookies and
+compression (we ask for identity; gzip is decoded if a server sends it anyway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import zlib
+from dataclasses import dataclass
+from functools import lru_cache
+from urllib.parse import urlsplit
+
+import httptools
+
+
+class ServerDisconnected(ConnectionError):
+    """The connection closed before the whole answer arrived."""
+
+
+class ProtocolError(Exception):
+    """The answer is not HTTP/1.1 we can read."""
+
+
+@dataclass(frozen=True)
+class Target:
+    scheme: str
+    host: str
+    port: int
+    path: str
+
+    @property
+    def origin(self) -> tuple[str, str, int]:
+        return self.scheme, self.host, self.port
+
+
+@lru_cache(maxsize=256)
+def target(url: str) -> Target:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{url!r}: endpoints are http:// or https:// URLs")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return Target(parts.scheme, parts.hostname, port, path)
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection; one request at a time. httptools calls the on_* methods."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.answer: asyncio.Future | None = None
+        self.body: list[bytes] = []
+        self.encoding = b""
+        self.open = True
+        self.keep_alive = True
+
+    # asyncio
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as e:
+            self._fail(ProtocolError(f"unreadable HTTP answer: {e}"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.open = False
+        self._fail(ServerDisconnected(f"the server closed the connection before answering{f': {exc}' if exc else ''}"))
+
+    # httptools
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() == b"content-encoding":
+            self.encoding = value.strip().lower()
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        body = b"".join(self.body)
+        if self.encoding in (b"gzip", b"deflate"):
+            body = zlib.decompress(body, 47)  # 32 + 15: gzip or zlib header, detected
+        self.keep_alive = self.parser.should_keep_alive()
+        if self.answer is not None and not self.answer.done():
+            self.answer.set_result((self.parser.get_status_code(), body))
+
+    def _fail(self, error: Exception) -> None:
+        self.keep_alive = False
+        if self.answer is not None and not self.answer.done():
+            self.answer.set_exception(error)
+        if self.transport is not None:
+            self.transport.abort()
+
+    def send(self, request: bytes) -> asyncio.Future:
+        self.answer = asyncio.get_running_loop().create_future()
+        self.body, self.encoding = [], b""
+        self.transport.write(request)
+        return self.answer
+
+
+class HttpClient:
+    """Keep-alive connections per origin, for one event loop. Every connection in use serves one
+    request; idle ones wait in a pool (no cap: an episode in flight holds at most one)."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
+        self._tls: ssl.SSLContext | None = None
+
+    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        """(status, body) of one POST. Raises TimeoutError past the timeout, ConnectionError when
+        the connection fails, ProtocolError for an answer that is not HTTP."""
+        t = target(url)
+        request = _head(t, tuple(headers.items()), len(body)) + body
+        idle = self._idle.setdefault(t.origin, [])
+        while idle:  # a pooled connection the server closed meanwhile fails at once; try the next
+            conn = idle.pop()
+            if conn.open:
+                try:
+                    return await self._exchange(conn, request, idle)
+                except ServerDisconnected:
+                    continue
+        return await self._exchange(await self._connect(t), request, idle)
+
+    async def _connect(self, t: Target) -> _Connection:
+        loop = asyncio.get_running_loop()
+        tls = None
+        if t.scheme == "https":
+            self._tls = self._tls or ssl.create_default_context()
+            tls = self._tls
+        _, conn = await asyncio.wait_for(
+            loop.create_connection(_Connection, t.host, t.port, ssl=tls), self.timeout)
+        return conn
+
+    async def _exchange(self, conn: _Connection, request: bytes, idle: list[_Connection]) -> tuple[int, bytes]:
+        answer = conn.send(request)
+        # A timer, not wait_for: no task per request (and Python 3.10 has no asyncio.timeout).
+        expired = asyncio.get_running_loop().call_later(
+            self.timeout, conn._fail, TimeoutError(f"no answer within {self.timeout:g} s"))
+        try:
+            result = await answer
+        finally:
+            expired.cancel()
+        if conn.keep_alive and conn.open:
+            idle.append(conn)
+        else:
+            conn.transport.close()
+        return result
+
+    def close(self) -> None:
+        for idle in self._idle.values():
+            for conn in idle:
+                conn.transport.close()
+        self._idle.clear()
+
+
+@lru_cache(maxsize=256)
+def _head_prefix(t: Target, headers: tuple[tuple[str, str], ...]) -> bytes:
+    host = t.host if t.port in (80, 443) else f"{t.host}:{t.port}"
+    lines = [f"POST {t.path} HTTP/1.1", f"Host: {host}", "Accept-Encoding: identity",
+             *(f"{k}: {v}" for k, v in headers)]
+    return ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
+
+
+def _head(t: Target, headers: tuple[tuple[str, str], ...], length: int) -> bytes:
+    return _head_prefix(t, headers) + b"%d\r\n\r\n" % length
