@@ -1,12 +1,13 @@
 """256 concurrent episodes against a local OpenAI-compatible endpoint with 100 ms per call.
 
 The endpoint is the test double (tests/openai_double.py) in its own process, playing a policy that
-performs each task's gold calls; rollout runs in this process with `-j 256` on the chat backend.
-With every episode in flight at once, the ideal wall time is the longest episode's model calls ×
-the latency: everything else (the client, the sandbox, the tools, the bookkeeping) should hide
-inside the waits. Prints wall / ideal; the target is <= 1.2x.
+performs each task's gold calls; rollout runs in this process with `-j 256` on the chat backend,
+then split over `--procs 2` forked processes. With every episode in flight at once, the ideal wall
+time is the longest episode's model calls × the latency: everything else (the client, the sandbox,
+the tools, the bookkeeping) should hide inside the waits. Prints wall / ideal for each; the target
+is <= 1.2x.
 
-    .venv/bin/python bench/bench_rollout.py [--episodes 256] [--latency 0.1] [--profile out.prof]
+    .venv/bin/python bench/bench_rollout.py [--episodes 256] [--latency 0.1] [--procs 1 2] [--profile out.prof]
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -34,17 +36,24 @@ def bench_keys(episodes: int, per_domain: int = 16) -> list[dict]:
     return tasks
 
 
-def run(tasks_file: str, url: str, repeats: int, jobs: int, limit: int | None = None
+def run(tasks_file: str, url: str, repeats: int, jobs: int, limit: int | None = None, procs: int = 1
         ) -> tuple[float, float, list[dict]]:
+    """(wall, CPU of this process and its episode workers, episodes)."""
     from endstate.core.domain import Domains
-    from endstate.rollout.runner import RunConfig, build_backend, load_tasks, plan, run_all
+    from endstate.rollout.runner import RunConfig, build_backend, load_tasks, plan, run_episodes
 
-    cfg = RunConfig(backend="chat", model="double", agent_urls=[url], jobs=jobs, timeout=30.0)
+    cfg = RunConfig(backend="chat", model="double", agent_urls=[url], jobs=jobs, procs=procs, timeout=30.0)
     keys = plan(load_tasks([tasks_file], None), repeats, set())[:limit]
     backend, domains, episodes = build_backend(cfg), Domains(), []
-    start, cpu = time.perf_counter(), time.process_time()
-    asyncio.run(run_all(keys, cfg, domains, backend, lambda task, episode: episodes.append(episode)))
-    return time.perf_counter() - start, time.process_time() - cpu, episodes
+    start, cpu = time.perf_counter(), cpu_seconds_here()
+    run_episodes(keys, cfg, domains, backend, lambda task, episode: episodes.append(episode))
+    return time.perf_counter() - start, cpu_seconds_here() - cpu, episodes
+
+
+def cpu_seconds_here() -> float:
+    """User + system CPU seconds of this process and its finished children (forked workers)."""
+    return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for f in ("ru_utime", "ru_stime"))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -57,7 +66,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--episodes", type=int, default=256)
     ap.add_argument("--latency", type=float, default=0.1)
-    ap.add_argument("--profile", help="write a cProfile of the timed run here")
+    ap.add_argument("--procs", type=int, nargs="+", default=[1, 2], help="one timed run per value")
+    ap.add_argument("--profile", help="write a cProfile of the timed run here (this process only)")
     args = ap.parse_args()
 
     tasks = bench_keys(args.episodes)
@@ -70,29 +80,35 @@ def main() -> None:
         try:
             url = double.stdout.readline().strip()
             run(str(tasks_file), url, 1, 8)  # warm-up: imports, domain seeds, first connections
-            if args.profile:
-                import cProfile
+            for procs in args.procs:
+                if args.profile:
+                    import cProfile
 
-                profiler = cProfile.Profile()
-                profiler.enable()
-            double_cpu = cpu_seconds(double.pid)
-            wall, cpu, episodes = run(str(tasks_file), url, repeats, args.episodes, args.episodes)
-            double_cpu = cpu_seconds(double.pid) - double_cpu
-            if args.profile:
-                profiler.disable()
-                profiler.dump_stats(args.profile)
+                    profiler = cProfile.Profile()
+                    profiler.enable()
+                double_cpu = cpu_seconds(double.pid)
+                wall, cpu, episodes = run(str(tasks_file), url, repeats, args.episodes, args.episodes, procs)
+                double_cpu = cpu_seconds(double.pid) - double_cpu
+                if args.profile:
+                    profiler.disable()
+                    profiler.dump_stats(args.profile)
+                report(episodes, wall, cpu, double_cpu, args.latency, len(tasks), repeats, procs)
         finally:
             double.stdin.close()
             double.wait(10)
 
+
+def report(episodes: list[dict], wall: float, cpu: float, double_cpu: float, latency: float,
+           tasks: int, repeats: int, procs: int) -> None:
     calls = [sum(1 for m in e["messages"] if m["role"] == "assistant") for e in episodes]
     errors = sum(e["status"] != "ok" for e in episodes)
-    ideal = max(calls) * args.latency
-    per_episode = sorted(e["timing"]["total_s"] / (c * args.latency) for e, c in zip(episodes, calls))
-    print(f"episodes            {len(episodes)} in flight at once ({len(tasks)} tasks x {repeats}), "
+    ideal = max(calls) * latency
+    per_episode = sorted(e["timing"]["total_s"] / (c * latency) for e, c in zip(episodes, calls))
+    print(f"--procs {procs}")
+    print(f"episodes            {len(episodes)} in flight at once ({tasks} tasks x {repeats}), "
           f"system errors {errors}")
     print(f"model calls         {sum(calls)} ({min(calls)}..{max(calls)} per episode), "
-          f"latency {args.latency * 1000:.0f} ms per call")
+          f"latency {latency * 1000:.0f} ms per call")
     print(f"wall                {wall:.3f} s")
     print(f"ideal               {ideal:.3f} s (longest episode: {max(calls)} calls x latency)")
     print(f"wall / ideal        {wall / ideal:.2f}x   (target <= 1.2x)")

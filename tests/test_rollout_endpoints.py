@@ -206,3 +206,33 @@ def test_completions_sampler_reads_token_ids_and_logprobs_from_a_vllm_style_endp
     assert generation.ids == [42, 7, eos] and generation.logprobs == [-0.5, -0.5, -0.5]
     assert generation.finished
     assert endpoint.outcomes == ["http 503", "ok"] and endpoint.requests[1]["prompt"] == [5, 6, 41]
+
+
+# -- several event-loop processes ----------------------------------------------------------------------
+
+def test_procs_split_the_episodes_over_processes_and_write_the_same_records(tmp_path):
+    tasks = bench_tasks(per_domain=2)
+    tasks_file = write_tasks(tmp_path / "t.jsonl", tasks)
+    with FakeEndpoint(policy=gold_policy(tasks)) as endpoint:
+        one = probe(tasks_file, endpoint.base_url, "-n", "2", "-j", "8")
+        split = probe(tasks_file, endpoint.base_url, "-n", "2", "-j", "8", "--procs", "3",
+                      "--episodes", str(tmp_path / "ep.jsonl"))
+    assert one.returncode == 0 and split.returncode == 0, split.stderr
+    key = lambda a: (a["task_id"], a["attempt"])  # noqa: E731
+    strip = lambda a: {k: v for k, v in a.items() if k not in ("episode_id", "timing")}  # noqa: E731
+    assert sorted(map(strip, lines(split.stdout)), key=key) == sorted(map(strip, lines(one.stdout)), key=key)
+    assert sorted(map(key, lines((tmp_path / "ep.jsonl").read_bytes()))) == sorted(map(key, lines(one.stdout)))
+
+
+def test_an_error_in_one_process_stops_the_run_with_its_message(tmp_path):
+    tasks = bench_tasks(per_domain=1)
+    with FakeEndpoint(policy=gold_policy(tasks), faults=always(Fault("http", 401))) as endpoint:
+        done = probe(write_tasks(tmp_path / "t.jsonl", tasks), endpoint.base_url, "-n", "1", "--procs", "2")
+    assert done.returncode == 1 and done.stdout == ""
+    assert "/chat/completions: HTTP 401" in done.stderr and "not retried" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_procs_needs_an_endpoint_backend(tmp_path):
+    done = run_tool("rollout", write_tasks(tmp_path / "t.jsonl", bench_tasks(per_domain=1)), "--procs", "2")
+    assert done.returncode != 0 and "--procs needs an endpoint backend" in done.stderr

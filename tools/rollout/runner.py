@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import sys
 from collections.abc import Awaitable, Callable, Iterable
@@ -47,6 +48,7 @@ class RunConfig:
     max_turns: int | None = None
     seed: int | None = 0  # None: no seed is sent to endpoints (local generation uses 0)
     jobs: int = 8
+    procs: int = 1  # processes running episodes, each its own event loop (endpoint backends)
     timeout: float = 60.0
     retries: int = 4
     few_shot: bool = True
@@ -56,6 +58,11 @@ class RunConfig:
     user_urls: list[str] = field(default_factory=list)
     user_model: str | None = None
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.procs > 1 and self.backend == "local":
+            raise EndstateError("--procs needs an endpoint backend (chat or completions): the local "
+                                "backend batches all its episodes in one process")
 
     @property
     def sampling(self) -> Sampling:
@@ -220,11 +227,11 @@ class Progress:
 async def run_all(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains,
                   backend: ChatBackend | TokenBackend,
                   on_episode: Callable[[dict[str, Any], dict[str, Any]], Awaitable[None] | None],
-                  what: str = "episodes") -> None:
+                  what: str = "episodes", progress: Progress | None = None) -> None:
     """Run every (task, attempt) with at most cfg.jobs in flight; `on_episode(task, episode)` is
     called as each finishes (its output is written there, one line at a time)."""
     gate = asyncio.Semaphore(cfg.jobs)
-    progress = Progress(len(keys), what)
+    progress = progress or Progress(len(keys), what)
     price = price_of(cfg)
     policy = cfg.policy()
     make_user = user_maker(cfg)
@@ -252,3 +259,75 @@ def episodes_path_writer(path: str | None):
     repair_tail(path)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     return open(path, "ab")
+
+
+OnEpisode = Callable[[dict[str, Any], dict[str, Any]], None]
+
+
+def run_episodes(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains,
+                 backend: ChatBackend | TokenBackend | None, on_episode: OnEpisode,
+                 what: str = "episodes") -> None:
+    """Run every key in this process's event loop or, with cfg.procs > 1, split over that many
+    forked processes. Either way `on_episode(task, episode)` runs here, in this process, as each
+    episode finishes, so outputs are written by one process one line at a time."""
+    if cfg.procs <= 1 or len(keys) <= 1:
+        asyncio.run(run_all(keys, cfg, domains, backend, on_episode, what))
+        return
+    _run_forked(keys, cfg, domains, backend, on_episode, what)
+
+
+def _run_forked(keys, cfg, domains, backend, on_episode: OnEpisode, what: str) -> None:
+    """One event loop per process: past a few hundred calls per second, one core is the limit
+    (docs/rollout.md). Workers are forked (they inherit domains, tasks and the backend, and open
+    their own sockets and seed connections) and send finished episodes back through pipes."""
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # a forked tokenizer must not thread
+    context = multiprocessing.get_context("fork")
+    procs = min(cfg.procs, len(keys))
+    worker_cfg = dataclasses.replace(cfg, jobs=max(1, -(-cfg.jobs // procs)), procs=1)
+    tasks = {(t["id"], a): t for t, a in keys}
+    workers = {}
+    for i in range(procs):
+        receive, send = context.Pipe(duplex=False)
+        worker = context.Process(target=_worker, args=(keys[i::procs], worker_cfg, domains, backend, send),
+                                 name=f"endstate-episodes-{i}", daemon=True)
+        worker.start()
+        send.close()
+        workers[receive] = worker
+    progress = Progress(len(keys), what)
+    try:
+        while workers:
+            for receive in wait(list(workers)):
+                try:
+                    message = receive.recv_bytes()
+                except EOFError:  # the worker is done, or died
+                    worker = workers.pop(receive)
+                    worker.join()
+                    if worker.exitcode:
+                        raise EndstateError(f"{worker.name} died (exit code {worker.exitcode}); "
+                                            "finished episodes were written: --resume to go on") from None
+                    continue
+                if message.startswith(b"!"):
+                    raise EndstateError(message[1:].decode())
+                episode = orjson.loads(message)
+                on_episode(tasks[(episode["task_id"], episode["attempt"])], episode)
+                progress.update(episode)
+    finally:
+        progress.close()
+        for worker in workers.values():
+            worker.terminate()
+
+
+def _worker(keys, cfg: RunConfig, domains: Domains, backend, send) -> None:
+    quiet = Progress(0, "")
+
+    def report(task: dict[str, Any], episode: dict[str, Any]) -> None:
+        send.send_bytes(orjson.dumps(episode))
+
+    try:
+        asyncio.run(run_all(keys, cfg, domains, backend, report, progress=quiet))
+    except BaseException as e:  # the parent stops the run with this message
+        send.send_bytes(b"!" + (str(e) if isinstance(e, EndstateError) else f"{type(e).__name__}: {e}").encode())
+        raise SystemExit(1) from None
