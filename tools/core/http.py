@@ -165,7 +165,8 @@ class HttpClient:
 
 @lru_cache(maxsize=256)
 def _head_prefix(t: Target, headers: tuple[tuple[str, str], ...]) -> bytes:
-    host = t.host if t.port in (80, 443) else f"{t.host}:{t.port}"
+    host = f"[{t.host}]" if ":" in t.host else t.host  # an IPv6 literal
+    host = host if t.port == {"http": 80, "https": 443}[t.scheme] else f"{host}:{t.port}"
     lines = [f"POST {t.path} HTTP/1.1", f"Host: {host}", "Accept-Encoding: identity",
              *(f"{k}: {v}" for k, v in headers)]
     return ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")

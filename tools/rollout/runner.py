@@ -284,6 +284,8 @@ def _run_forked(keys, cfg, domains, backend, on_episode: OnEpisode, what: str) -
     from multiprocessing.connection import wait
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # a forked tokenizer must not thread
+    sys.stdout.flush()  # a worker flushes inherited buffers when it exits: nothing may be left in them
+    sys.stderr.flush()
     context = multiprocessing.get_context("fork")
     procs = min(cfg.procs, len(keys))
     worker_cfg = dataclasses.replace(cfg, jobs=max(1, -(-cfg.jobs // procs)), procs=1)
