@@ -13,7 +13,6 @@ is <= 1.2x.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import resource
 import subprocess

@@ -6,8 +6,8 @@ import textwrap
 
 import orjson
 import pytest
-
 from conftest import run_tool
+
 from endstate.core import sandbox as sandbox_module
 from endstate.core.domain import Domains, content_digest, shadow
 from endstate.core.errors import EndstateError

@@ -385,8 +385,9 @@ def _statements(changes: Changes) -> Iterator[tuple[str, str, dict[str, Any], st
             yield (table, "updated", e, f'UPDATE "{table}" SET {_sets(e["after"])} WHERE {_where(e["key"])}',
                    [*e["after"].values(), *e["key"].values()])
         for e in entry.get("inserted", ()):
-            yield (table, "inserted", e, f'INSERT INTO "{table}" ({_cols(e["row"])}) '
-                   f'VALUES ({", ".join("?" * len(e["row"]))})', list(e["row"].values()))
+            values = ", ".join("?" * len(e["row"]))
+            yield (table, "inserted", e, f'INSERT INTO "{table}" ({_cols(e["row"])}) VALUES ({values})',
+                   list(e["row"].values()))
 
 
 def _compile(changes: Changes) -> Replay:
