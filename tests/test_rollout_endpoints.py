@@ -154,13 +154,15 @@ def test_a_run_with_some_system_errors_grades_the_rest(tmp_path):
 
 # -- SIGKILL mid-probe, then --resume -----------------------------------------------------------------
 
-def test_sigkill_then_resume_loses_no_key_and_duplicates_none(tmp_path):
+@pytest.mark.parametrize("procs", ["1", "2"])
+def test_sigkill_then_resume_loses_no_key_and_duplicates_none(tmp_path, procs):
+    """Also with --procs 2: the killed parent's workers stop at their next send."""
     tasks = bench_tasks(per_domain=1)
     tasks_file = write_tasks(tmp_path / "t.jsonl", tasks)
     attempts_file, episodes_file = tmp_path / "attempts.jsonl", tmp_path / "episodes.jsonl"
     with FakeEndpoint(policy=gold_policy(tasks), latency=0.05) as endpoint:
         args = [str(BIN / "probe"), tasks_file, "--backend", "chat", "--agent-url", endpoint.base_url,
-                "--model", "double", "-n", "2", "--episodes", str(episodes_file)]
+                "--model", "double", "-n", "2", "--episodes", str(episodes_file), "--procs", procs]
         with open(attempts_file, "wb") as out:  # one episode at a time: ~0.4 s each
             proc = subprocess.Popen([*args, "-j", "1"], stdout=out, stderr=subprocess.DEVNULL)
             deadline = time.monotonic() + 60

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -323,13 +324,16 @@ def _run_forked(keys, cfg, domains, backend, on_episode: OnEpisode, what: str) -
 
 
 def _worker(keys, cfg: RunConfig, domains: Domains, backend, send) -> None:
-    quiet = Progress(0, "")
+    # Ctrl-C reaches the whole process group: the parent stops the workers, they do not stop themselves.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def report(task: dict[str, Any], episode: dict[str, Any]) -> None:
-        send.send_bytes(orjson.dumps(episode))
+        send.send_bytes(orjson.dumps(episode))  # BrokenPipeError once the parent is gone: we stop
 
     try:
-        asyncio.run(run_all(keys, cfg, domains, backend, report, progress=quiet))
-    except BaseException as e:  # the parent stops the run with this message
+        asyncio.run(run_all(keys, cfg, domains, backend, report, progress=Progress(0, "")))
+    except BrokenPipeError:  # the parent is gone (killed): nobody to tell
+        raise SystemExit(1) from None
+    except Exception as e:  # the parent stops the run with this message
         send.send_bytes(b"!" + (str(e) if isinstance(e, EndstateError) else f"{type(e).__name__}: {e}").encode())
         raise SystemExit(1) from None
