@@ -278,8 +278,9 @@ def run_episodes(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains,
 
 
 def _run_forked(keys, cfg, domains, backend, on_episode: OnEpisode, what: str) -> None:
-    """One event loop per process: past a few hundred calls per second, one core is the limit
-    (docs/rollout.md). Workers are forked (they inherit domains, tasks and the backend, and open
+    """One event loop per process: past ~2,000 model calls a second one core is the limit
+    (docs/rollout.md). Each worker gets every procs-th key and -j/procs episodes in flight
+    (rounded up). Workers are forked (they inherit domains, tasks and the backend, and open
     their own sockets and seed connections) and send finished episodes back through pipes."""
     import multiprocessing
     from multiprocessing.connection import wait
