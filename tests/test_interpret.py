@@ -1,6 +1,8 @@
 """The interpreter: hermes and Qwen3-XML tool calls, <think> reasoning, type coercion — and it never
 raises, whatever the model wrote."""
 
+from typing import Literal
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -63,6 +65,26 @@ def test_system_prompt_lists_every_tool():
                                              "parameters": PARAMS["get_order"]}}
     text = render_system("Be kind.", [spec])
     assert text.startswith("Be kind.\n\n# Tools") and '"name":"get_order"' in text
+
+
+def test_signatures_list_every_tool_on_one_line_with_its_argument_types():
+    from endstate.core.tools import make_tool
+
+    def refund(db, order_id: str, lines: list[int], reason: Literal["late", "broken"],
+               note: str | None = None, amount: float = 0.0) -> dict:
+        """Refund lines of an order.
+
+        Args:
+            order_id: The order, such as "W1042".
+        """
+
+    spec = make_tool(refund, writes=True).schema
+    text = render_system("Be kind.", [spec], "signatures")
+    assert text.startswith("Be kind.\n\n# Tools") and "<tools>\n" in text
+    assert ('refund(order_id: string, lines: list[integer], reason: "late" | "broken", '
+            'note?: string | null, amount?: number): Refund lines of an order.\n') in text
+    assert "The order, such as" not in text  # argument descriptions are what this format leaves out
+    assert len(text) < len(render_system("Be kind.", [spec]))
 
 
 FRAGMENTS = st.sampled_from(["<tool_call>", "</tool_call>", "<think>", "</think>", "{", "}", '"name"',

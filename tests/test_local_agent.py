@@ -126,3 +126,17 @@ def test_a_real_episode_on_the_embedded_model(smol, domains, tasks, tmp_path):
     p = run_tool("rollout", "parity", str(path))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "mismatch(es)" in p.stderr
+
+
+def test_tool_format_signatures_shortens_the_prompt_and_is_recorded(smol, domains):
+    from endstate.rollout.runner import RunConfig, build_backend
+
+    specs = [t.schema for t in domains["retail"].tools.values()]
+    systems = {}
+    for fmt in ("json", "signatures"):
+        cfg = RunConfig(tool_format=fmt)
+        systems[fmt] = build_backend(cfg, smol).open(domains["retail"], specs).system
+        assert cfg.policy()["tool_format"] == fmt
+    assert "get_order(order_id: string): " in systems["signatures"]
+    tokens = {fmt: len(smol[1].encode(text)) for fmt, text in systems.items()}
+    assert tokens["signatures"] < 0.6 * tokens["json"]

@@ -357,8 +357,9 @@ class TokenBackend:
     max_context: int
     few_shot: bool = True
     tool_prefill: bool = False
+    tool_format: str = "json"  # how the system prompt lists the tools (interpret.TOOL_FORMATS)
 
     def open(self, domain: Domain, tool_specs: list[dict[str, Any]]) -> TokenSession:
         return TokenSession(self.template, self.sample, self.sampling, self.max_context, tool_specs,
-                            render_system(domain.policy, tool_specs),
+                            render_system(domain.policy, tool_specs, self.tool_format),
                             few_shot_of(domain) if self.few_shot else [], self.tool_prefill)

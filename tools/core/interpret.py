@@ -54,10 +54,58 @@ class Parsed:
     parse_error: str | None = None
 
 
-def render_system(policy: str, tool_specs: list[dict[str, Any]]) -> str:
-    """The system prompt: the domain policy, then the tools the agent may call."""
+SIGNATURES_PREAMBLE = """# Tools
+
+You may call one or more functions to assist with the user query.
+
+You are provided with the functions within <tools></tools> XML tags, one per line as
+name(argument: type, ...): what it does. An argument marked ? is optional; "a" | "b" lists the
+values an argument allows.
+<tools>
+{tools}
+</tools>
+
+For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:
+<tool_call>
+{{"name": <function-name>, "arguments": <args-json-object>}}
+</tool_call>
+When you have what you need, answer the user in plain text."""
+
+TOOL_FORMATS = ("json", "signatures")
+
+
+def render_system(policy: str, tool_specs: list[dict[str, Any]], tool_format: str = "json") -> str:
+    """The system prompt: the domain policy, then the tools the agent may call, as their JSON
+    specs (`json`, what Hermes-style templates show) or as one-line signatures without argument
+    descriptions (`signatures`: ~44% fewer prompt tokens on the bench, for small models)."""
+    if tool_format == "signatures":
+        tools = "\n".join(render_signature(spec["function"]) for spec in tool_specs)
+        return f"{policy.strip()}\n\n{SIGNATURES_PREAMBLE.format(tools=tools)}"
     tools = "\n".join(orjson.dumps(spec).decode() for spec in tool_specs)
     return f"{policy.strip()}\n\n{TOOLS_PREAMBLE.format(tools=tools)}"
+
+
+def render_signature(function: dict[str, Any]) -> str:
+    """`cancel_order(order_id: string, reason?: "mistake" | "other"): Cancel a pending order.`"""
+    parameters = function.get("parameters") or {}
+    required = set(parameters.get("required") or ())
+    args = ", ".join(f"{name}{'' if name in required else '?'}: {_type_text(schema)}"
+                     for name, schema in (parameters.get("properties") or {}).items())
+    return f"{function['name']}({args}): {function.get('description', '')}".rstrip(": ")
+
+
+def _type_text(schema: dict[str, Any]) -> str:
+    """A JSON schema as a short type: string, integer, "a" | "b", list[string], string | null."""
+    if "enum" in schema:
+        return " | ".join(orjson.dumps(v).decode() for v in schema["enum"])
+    if "anyOf" in schema:
+        return " | ".join(_type_text(s) for s in schema["anyOf"])
+    kind = schema.get("type", "any")
+    if isinstance(kind, list):
+        return " | ".join(kind)
+    if kind == "array" and "items" in schema:
+        return f"list[{_type_text(schema['items'])}]"
+    return kind
 
 
 def render_call(name: str, arguments: dict[str, Any]) -> str:

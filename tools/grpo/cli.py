@@ -7,8 +7,10 @@ import shutil
 from pathlib import Path
 
 import click
+
 from endstate.core.cli import run, verbose_option
 from endstate.core.errors import EndstateError
+from endstate.core.interpret import TOOL_FORMATS
 from endstate.grpo.algorithm import LOSS_AGG
 from endstate.grpo.config import FIELDS, ROLLOUT_ENGINES, launch_command, resolve
 
@@ -35,6 +37,7 @@ HELP = {
     "few_shot": "Show the domain's example turns.",
     "tool_prefill": "Start the agent's turn after a user message with `<tool_call>` (masked) "
                     "[default: on for the embedded model].",
+    "tool_format": "Tools in the system prompt as JSON specs or one-line signatures (fewer tokens).",
     "vllm_gpu_memory": "GPU memory fraction for the colocated vLLM.",
     "seed": "Seeds the pool sampler and every generation round.",
     "save_freq": "Checkpoint every N steps (and at the last).",
@@ -47,7 +50,8 @@ HELP = {
     "nodes": "Nodes in the launch (for the command and the divisibility check).",
     "gpus_per_node": "Ranks per node.",
 }
-CHOICES = {"loss_agg": LOSS_AGG, "rollout_engine": ROLLOUT_ENGINES, "device": ("cpu", "cuda")}
+CHOICES = {"loss_agg": LOSS_AGG, "rollout_engine": ROLLOUT_ENGINES, "device": ("cpu", "cuda"),
+           "tool_format": TOOL_FORMATS}
 TYPES = {"int": int, "float": float, "str": str, "int | None": int, "str | None": str}
 
 

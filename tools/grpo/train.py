@@ -89,7 +89,7 @@ def run_config(cfg: TrainConfig, seed: int) -> RunConfig:
     return RunConfig(backend="local", model=cfg.model, temperature=cfg.temperature, top_p=cfg.top_p,
                      max_new_tokens=cfg.max_new_tokens, max_context=cfg.max_context,
                      max_turns=cfg.max_turns, seed=seed, jobs=cfg.gen_batch, few_shot=cfg.few_shot,
-                     tool_prefill=cfg.tool_prefill, device=cfg.device)
+                     tool_prefill=cfg.tool_prefill, tool_format=cfg.tool_format, device=cfg.device)
 
 
 def shard_samples(samples: list[Sample], rank: int, world: int) -> list[Sample]:

@@ -8,6 +8,7 @@ import re
 
 import click
 
+from endstate.core.interpret import TOOL_FORMATS
 from endstate.core.local_model import EMBEDDED
 from endstate.rollout.runner import BACKENDS, RunConfig, parse_shard
 
@@ -69,6 +70,9 @@ def run_options(fn):
         click.option("--tool-prefill/--no-tool-prefill", default=None,
                      help="Token-level backends: start the agent's turn after each user message with "
                      "<tool_call> (prompt, not sampled) [default: on for the embedded model]."),
+        click.option("--tool-format", type=click.Choice(TOOL_FORMATS), default="json", show_default=True,
+                     help="Token-level backends: list the tools in the system prompt as JSON specs, or "
+                     "as one-line signatures without argument descriptions (~44% fewer prompt tokens)."),
         click.option("--device", default="cpu", show_default=True, help="local backend: cpu, cuda, cuda:1..."),
         click.option("--user", "user_kind", type=click.Choice(["scripted", "llm"]), default="scripted",
                      show_default=True, help="Simulated user: the task's script, or an LLM."),
@@ -91,7 +95,7 @@ def run_options(fn):
             max_new_tokens=kw.pop("max_new_tokens"), max_context=kw.pop("max_context"),
             max_turns=kw.pop("max_turns"), seed=kw.pop("seed"), jobs=kw.pop("jobs"), procs=kw.pop("procs"),
             timeout=kw.pop("timeout"), retries=kw.pop("retries"), few_shot=not kw.pop("no_few_shot"),
-            tool_prefill=kw.pop("tool_prefill"),
+            tool_prefill=kw.pop("tool_prefill"), tool_format=kw.pop("tool_format"),
             device=kw.pop("device"), user=kw.pop("user_kind"), user_urls=_urls(kw.pop("user_urls")),
             user_model=kw.pop("user_model"), prices=_prices(kw.pop("prices")))
         return fn(cfg=cfg, shard=parse_shard(kw.pop("shard")), **kw)

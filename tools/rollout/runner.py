@@ -54,6 +54,7 @@ class RunConfig:
     retries: int = 4
     few_shot: bool = True
     tool_prefill: bool | None = None  # None: on for the embedded model on the local backend
+    tool_format: str = "json"  # token-level backends: tools in the system prompt as JSON or signatures
     device: str = "cpu"
     user: str = "scripted"
     user_urls: list[str] = field(default_factory=list)
@@ -74,7 +75,7 @@ class RunConfig:
                 "sampling": {"temperature": self.temperature, "top_p": self.top_p,
                              "max_new_tokens": self.max_new_tokens},
                 "interpreter": INTERPRETER_VERSION, "few_shot": self.few_shot,
-                "tool_prefill": self.prefill}
+                "tool_prefill": self.prefill, "tool_format": self.tool_format}
 
     @property
     def prefill(self) -> bool:
@@ -100,11 +101,11 @@ def build_backend(cfg: RunConfig, model_and_tokenizer=None) -> ChatBackend | Tok
         sample = completions_sampler(Endpoints(cfg.agent_urls, cfg.api_key, cfg.timeout, retry),
                                      cfg.model, cfg.sampling, cfg.seed, tokenizer.eos_token_id)
         return TokenBackend(ChatTemplate(tokenizer), sample, cfg.sampling, cfg.max_context,
-                            cfg.few_shot, cfg.prefill)
+                            cfg.few_shot, cfg.prefill, cfg.tool_format)
     model, tokenizer = model_and_tokenizer or load(resolve_model(cfg.model), cfg.device)
     generator = LocalGenerator(model, tokenizer, cfg.sampling, seed=cfg.seed or 0, max_batch=cfg.jobs)
     return TokenBackend(ChatTemplate(tokenizer), generator.submit, cfg.sampling, cfg.max_context,
-                        cfg.few_shot, cfg.prefill)
+                        cfg.few_shot, cfg.prefill, cfg.tool_format)
 
 
 def price_of(cfg: RunConfig) -> Callable[[dict[str, dict[str, int]]], float | None]:
