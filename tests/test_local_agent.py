@@ -138,5 +138,7 @@ def test_tool_format_signatures_shortens_the_prompt_and_is_recorded(smol, domain
         systems[fmt] = build_backend(cfg, smol).open(domains["retail"], specs).system
         assert cfg.policy()["tool_format"] == fmt
     assert "get_order(order_id: string): " in systems["signatures"]
+    assert RunConfig().tools_in_prompt == "signatures"  # the embedded model's default
+    assert RunConfig(backend="chat", agent_urls=["http://x"]).tools_in_prompt == "json"
     tokens = {fmt: len(smol[1].encode(text)) for fmt, text in systems.items()}
     assert tokens["signatures"] < 0.6 * tokens["json"]

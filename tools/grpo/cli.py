@@ -37,7 +37,8 @@ HELP = {
     "few_shot": "Show the domain's example turns.",
     "tool_prefill": "Start the agent's turn after a user message with `<tool_call>` (masked) "
                     "[default: on for the embedded model].",
-    "tool_format": "Tools in the system prompt as JSON specs or one-line signatures (fewer tokens).",
+    "tool_format": "Tools in the system prompt as JSON specs or one-line signatures "
+                   "[default: signatures for the embedded model].",
     "vllm_gpu_memory": "GPU memory fraction for the colocated vLLM.",
     "seed": "Seeds the pool sampler and every generation round.",
     "save_freq": "Checkpoint every N steps (and at the last).",

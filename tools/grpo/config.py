@@ -51,7 +51,7 @@ class TrainConfig:
     max_turns: int | None = None
     few_shot: bool = True
     tool_prefill: bool | None = None  # None: rollout's default (on for the embedded model)
-    tool_format: str = "json"  # tools in the system prompt: json specs or one-line signatures
+    tool_format: str | None = None  # None: rollout's default (signatures for the embedded model)
     vllm_gpu_memory: float = 0.35  # fraction of GPU memory vLLM may take when colocated
     # bookkeeping
     seed: int = 0

@@ -79,7 +79,7 @@ def run_groups(tasks: list[dict[str, Any]], group_size: int, cfg: RunConfig, dom
     assert len(attempt_bases) == len(tasks)
     sampler = LockstepSampler(generate, max_batch=cfg.jobs)
     backend = TokenBackend(template, sampler.sample, cfg.sampling, cfg.max_context, cfg.few_shot,
-                           cfg.prefill, cfg.tool_format)
+                           cfg.prefill, cfg.tools_in_prompt)
     keys = []
     slots: dict[tuple[str, int], tuple[int, int]] = {}  # (task_id, attempt) -> (group, index)
     for g, (task, base) in enumerate(zip(tasks, attempt_bases)):

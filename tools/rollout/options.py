@@ -70,9 +70,10 @@ def run_options(fn):
         click.option("--tool-prefill/--no-tool-prefill", default=None,
                      help="Token-level backends: start the agent's turn after each user message with "
                      "<tool_call> (prompt, not sampled) [default: on for the embedded model]."),
-        click.option("--tool-format", type=click.Choice(TOOL_FORMATS), default="json", show_default=True,
+        click.option("--tool-format", type=click.Choice(TOOL_FORMATS),
                      help="Token-level backends: list the tools in the system prompt as JSON specs, or "
-                     "as one-line signatures without argument descriptions (~44% fewer prompt tokens)."),
+                     "as one-line signatures without argument descriptions (~half the tokens) "
+                     "[default: signatures for the embedded model on the local backend, else json]."),
         click.option("--device", default="cpu", show_default=True, help="local backend: cpu, cuda, cuda:1..."),
         click.option("--user", "user_kind", type=click.Choice(["scripted", "llm"]), default="scripted",
                      show_default=True, help="Simulated user: the task's script, or an LLM."),

@@ -54,7 +54,7 @@ class RunConfig:
     retries: int = 4
     few_shot: bool = True
     tool_prefill: bool | None = None  # None: on for the embedded model on the local backend
-    tool_format: str = "json"  # token-level backends: tools in the system prompt as JSON or signatures
+    tool_format: str | None = None  # None: signatures for the embedded model on the local backend
     device: str = "cpu"
     user: str = "scripted"
     user_urls: list[str] = field(default_factory=list)
@@ -75,13 +75,21 @@ class RunConfig:
                 "sampling": {"temperature": self.temperature, "top_p": self.top_p,
                              "max_new_tokens": self.max_new_tokens},
                 "interpreter": INTERPRETER_VERSION, "few_shot": self.few_shot,
-                "tool_prefill": self.prefill, "tool_format": self.tool_format}
+                "tool_prefill": self.prefill, "tool_format": self.tools_in_prompt}
 
     @property
     def prefill(self) -> bool:
         if self.tool_prefill is None:
             return self.backend == "local" and self.model == EMBEDDED
         return self.tool_prefill
+
+    @property
+    def tools_in_prompt(self) -> str:
+        """How token-level backends list the tools: --tool-format, else one-line signatures for the
+        embedded model (half the prompt of its 8k context, and no worse: docs/rollout.md), else JSON."""
+        if self.tool_format is None:
+            return "signatures" if self.backend == "local" and self.model == EMBEDDED else "json"
+        return self.tool_format
 
 
 def build_backend(cfg: RunConfig, model_and_tokenizer=None) -> ChatBackend | TokenBackend:
@@ -101,11 +109,11 @@ def build_backend(cfg: RunConfig, model_and_tokenizer=None) -> ChatBackend | Tok
         sample = completions_sampler(Endpoints(cfg.agent_urls, cfg.api_key, cfg.timeout, retry),
                                      cfg.model, cfg.sampling, cfg.seed, tokenizer.eos_token_id)
         return TokenBackend(ChatTemplate(tokenizer), sample, cfg.sampling, cfg.max_context,
-                            cfg.few_shot, cfg.prefill, cfg.tool_format)
+                            cfg.few_shot, cfg.prefill, cfg.tools_in_prompt)
     model, tokenizer = model_and_tokenizer or load(resolve_model(cfg.model), cfg.device)
     generator = LocalGenerator(model, tokenizer, cfg.sampling, seed=cfg.seed or 0, max_batch=cfg.jobs)
     return TokenBackend(ChatTemplate(tokenizer), generator.submit, cfg.sampling, cfg.max_context,
-                        cfg.few_shot, cfg.prefill, cfg.tool_format)
+                        cfg.few_shot, cfg.prefill, cfg.tools_in_prompt)
 
 
 def price_of(cfg: RunConfig) -> Callable[[dict[str, dict[str, int]]], float | None]:
