@@ -342,12 +342,15 @@ def test_sandboxes_of_one_task_interleave_without_seeing_each_other(shop):
     assert set(a.changes()["items"]) == {"updated", "inserted"} and set(b.changes()["items"]) == {"updated"}
 
 
-@pytest.mark.parametrize("sql", ["COMMIT", "ROLLBACK"])
-def test_a_tool_that_ends_the_transaction_stops_the_run_and_spoils_no_other_episode(shop, sql):
+def test_a_tool_cannot_commit_and_one_that_rolls_back_stops_the_run(shop):
+    """Seed connections are shared: a COMMIT would write the seed under every later episode."""
     s = Sandbox(shop)
     assert s.call("set_qty", {"item_id": "I1", "qty": 0}).ok
+    for sql in ("COMMIT", "END"):
+        result = s.call("escape", {"sql": sql})
+        assert not result.ok and "not authorized" in result.content
     with pytest.raises(EndstateError, match="tools must not control transactions"):
-        s.call("escape", {"sql": sql})
+        s.call("escape", {"sql": "ROLLBACK"})
     assert query(Sandbox(shop), "value", "SELECT qty FROM items WHERE id = 'I1'") == shop_seed_qty(shop, "I1")
 
 
@@ -369,3 +372,31 @@ def test_a_schema_with_its_own_triggers_is_refused(tmp_path):
                                   "BEGIN UPDATE items SET name = name WHERE id = NEW.id; END;")
     with pytest.raises(EndstateError, match="defines trigger touch; .* would apply twice"):
         Domains([str(d)])["shop"].tables
+
+
+def test_a_unique_value_moved_between_rows_replays_in_any_order():
+    """Replays delete every touched key before inserting the rows whole: a unique email moved from
+    one customer to another (in an order the key order would break) replays and grades."""
+    retail = Domains()["retail"]
+    s = Sandbox(retail)
+    (a, _), (b, b_email) = [tuple(r.values()) for r in
+                            query(s, "all", "SELECT id, email FROM customers ORDER BY id LIMIT 2")]
+    assert s.call("update_customer_email", {"customer_id": b, "email": "moved@example.com"}).ok
+    assert s.call("update_customer_email", {"customer_id": a, "email": b_email}).ok
+    assert orjson.loads(s.call("get_customer", {"customer_id": a}).content)["email"] == b_email
+    rebuilt = Sandbox(retail)
+    rebuilt.apply_changes(s.changes())
+    assert query(rebuilt, "all", "SELECT id, email FROM customers WHERE id IN (?, ?) ORDER BY id", a, b) == [
+        {"id": a, "email": b_email}, {"id": b, "email": "moved@example.com"}]
+
+
+def test_without_rowid_tables_replay_too(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENDSTATE_CACHE", str(tmp_path / "cache"))
+    d = make_domain(tmp_path / "domains")
+    (d / "schema.sql").write_text(SCHEMA.replace("PRIMARY KEY (a, b))", "PRIMARY KEY (a, b)) WITHOUT ROWID"))
+    shop = Domains([str(d)])["shop"]
+    assert not shop.tables["pairs"].rowid and shop.tables["items"].rowid
+    s = Sandbox(shop)
+    assert s.call("set_pair", {"a": 1, "b": 1, "v": "y"}).ok and s.call("set_pair", {"a": 2, "b": 3, "v": "z"}).ok
+    assert s.call("set_qty", {"item_id": "I1", "qty": 5}).ok
+    assert query(s, "all", "SELECT * FROM pairs ORDER BY a") == [{"a": 1, "b": 1, "v": "y"}, {"a": 2, "b": 3, "v": "z"}]

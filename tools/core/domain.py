@@ -44,6 +44,7 @@ class Table:
     name: str
     columns: tuple[str, ...]
     key: tuple[str, ...]  # primary-key columns: rows in a diff are identified by these
+    rowid: bool = True  # False for WITHOUT ROWID tables
 
 
 def _load_module(path: Path, name: str) -> ModuleType:
@@ -114,7 +115,9 @@ class Domain:
             if any((r[2] or "").upper() == "BLOB" for r in info):
                 raise EndstateError(f"{self.path}/schema.sql: table {name} has a BLOB column; "
                                     "records are JSON, use TEXT")
-            tables[name] = Table(name, tuple(r[1] for r in info), key)
+            without_rowid = "WITHOUT ROWID" in " ".join(conn.execute(
+                "SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0].upper().split())
+            tables[name] = Table(name, tuple(r[1] for r in info), key, rowid=not without_rowid)
         conn.close()
         return tables
 

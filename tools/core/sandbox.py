@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +52,8 @@ def _tools_authorizer(action, arg1, arg2, dbname, trigger):
         return sqlite3.SQLITE_DENY
     if action == sqlite3.SQLITE_PRAGMA:
         return sqlite3.SQLITE_OK if arg1 == "query_only" else sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_TRANSACTION and arg1 == "COMMIT":
+        return sqlite3.SQLITE_DENY  # nothing commits on a seed connection: it is shared
     if action == sqlite3.SQLITE_FUNCTION and arg2 == "load_extension":
         return sqlite3.SQLITE_DENY
     if action in _WRITE_ACTIONS and arg1.startswith(LOG_PREFIX) and not (trigger or "").startswith(LOG_PREFIX):
@@ -107,7 +109,7 @@ def table_of(domain: Domain, name: str, what: str) -> Table:
 PIN_ROWS = 256  # replaying more rows than this per call costs more than keeping a connection
 INIT_STATES_KEPT = 4096  # per domain: the diff each task's init makes to the seed (small)
 _CALL = f"{LOG_PREFIX}call"  # the savepoint around each tool call of a pinned sandbox
-Replay = list[tuple[str, list[list[Any]]]]  # a diff as statements, each with its rows of parameters
+Replay = list[tuple[str, list[list[Any]]]]  # statements that restore rows, each with its parameter rows
 
 
 @dataclass(frozen=True)
@@ -171,10 +173,10 @@ def init_state(domain: Domain, init: Mapping[str, list[Row]] | None) -> InitStat
     finally:
         _release(domain, "tools", conn)
     rows_after: dict[str, dict[tuple, Row | None]] = {}
-    for t, key_values, _, after in touched:
+    for t, key_values, _, after, _ in touched:
         rows_after.setdefault(t.name, {})[key_values] = after
-    changes = _diff(touched, {})
-    cache[key] = InitState(changes, rows_after, _compile(changes))
+    replay = _compile((t, k, row, rowid) for t, k, _, row, rowid in touched)
+    cache[key] = InitState(_diff(touched, {}), rows_after, replay)
     if len(cache) > INIT_STATES_KEPT:
         cache.popitem(last=False)
     return cache[key]
@@ -202,7 +204,8 @@ def _upsert(conn: sqlite3.Connection, t: Table, row: Row) -> None:
                             f"{e}; a new row needs every required column") from None
 
 
-Touched = list[tuple[Table, tuple, "Row | None", "Row | None"]]  # table, key, row before, row now
+# table, key, the row before (as the change log saved it), the row now and its rowid (None: gone)
+Touched = list[tuple[Table, tuple, "Row | None", "Row | None", "int | None"]]
 
 
 def _touched(conn: sqlite3.Connection, tables: dict[str, Table]) -> Touched:
@@ -215,21 +218,26 @@ def _touched(conn: sqlite3.Connection, tables: dict[str, Table]) -> Touched:
     for t in (in_order[i] for (i,) in found):
         cols = _cols(t.columns)
         key_idx = [t.columns.index(c) for c in t.key]
-        get = f'SELECT {cols} FROM "{t.name}" WHERE {_where(t.key)}'
         for *values, existed in conn.execute(
                 f'SELECT {cols}, "{LOG_PREFIX}existed" FROM "{shadow(t.name)}"').fetchall():
             key_values = tuple(values[i] for i in key_idx)
-            now = conn.execute(get, key_values).fetchone()
-            out.append((t, key_values, dict(zip(t.columns, values)) if existed else None,
-                        dict(zip(t.columns, now)) if now else None))
+            rowid, now = _current(conn, t, key_values)
+            out.append((t, key_values, dict(zip(t.columns, values)) if existed else None, now, rowid))
     return out
+
+
+def _current(conn: sqlite3.Connection, t: Table, key_values) -> tuple[int | None, Row | None]:
+    """(rowid, row) of the row with this key now, or (None, None)."""
+    found = conn.execute(f'SELECT {"rowid, " if t.rowid else "NULL, "}{_cols(t.columns)} FROM "{t.name}" '
+                         f'WHERE {_where(t.key)}', key_values).fetchone()
+    return (None, None) if found is None else (found[0], dict(zip(t.columns, found[1:])))
 
 
 def _diff(touched: Touched, base: dict[str, dict[tuple, Row | None]]) -> Changes:
     """Per table, the rows inserted, updated and deleted, by primary key. A row's `before` is its
     state in `base` (seed + init) where base has it, else the seed's, as the change log saved it."""
     out: Changes = {}
-    for t, key_values, before, after in touched:
+    for t, key_values, before, after, _ in touched:
         table_base = base.get(t.name)
         if table_base is not None and key_values in table_base:
             before = table_base[key_values]
@@ -269,7 +277,7 @@ class Sandbox:
             raise EndstateError(f"task allows unknown tool(s) {sorted(unknown)} in domain {domain.name}")
         self.init = init_state(domain, init)
         self._diff: Changes = {}
-        self._replay: Replay = self.init.replay  # init, then the diff
+        self._replay: Replay = self.init.replay  # every row init and the diff touched, as it is now
         self._pinned: sqlite3.Connection | None = None
 
     @contextmanager
@@ -289,8 +297,9 @@ class Sandbox:
 
     def _read_diff(self, conn: sqlite3.Connection) -> None:
         """Take the diff from the change log; a large one pins this connection (module doc)."""
-        self._diff = _diff(_touched(conn, self.tables), self.init.rows)
-        self._replay = self.init.replay + _compile(self._diff)
+        touched = _touched(conn, self.tables)  # init's rows too: they were replayed in this transaction
+        self._diff = _diff(touched, self.init.rows)
+        self._replay = _compile((t, k, row, rowid) for t, k, _, row, rowid in touched)
         if self._pinned is None and _rows(self.init.changes) + _rows(self._diff) > PIN_ROWS:
             self._pinned = conn
 
@@ -375,39 +384,53 @@ class Sandbox:
         self.close()
 
 
-def _statements(changes: Changes) -> Iterator[tuple[str, str, dict[str, Any], str, list[Any]]]:
-    """A diff as (table, what, entry, sql, parameters), in replay order: per table its deletes,
-    updates and inserts."""
-    for table, entry in changes.items():
-        for e in entry.get("deleted", ()):
-            yield table, "deleted", e, f'DELETE FROM "{table}" WHERE {_where(e["key"])}', list(e["key"].values())
-        for e in entry.get("updated", ()):
-            yield (table, "updated", e, f'UPDATE "{table}" SET {_sets(e["after"])} WHERE {_where(e["key"])}',
-                   [*e["after"].values(), *e["key"].values()])
-        for e in entry.get("inserted", ()):
-            values = ", ".join("?" * len(e["row"]))
-            yield (table, "inserted", e, f'INSERT INTO "{table}" ({_cols(e["row"])}) VALUES ({values})',
-                   list(e["row"].values()))
-
-
-def _compile(changes: Changes) -> Replay:
-    """The statements that replay a diff, rows of one statement grouped for executemany."""
+def _compile(rows: Iterable[tuple[Table, tuple, Row | None, int | None]]) -> Replay:
+    """The statements that put rows in their given state (None: absent), keyed by primary key,
+    rows of one statement grouped for executemany. Per table every key is deleted first and the
+    rows are then inserted whole, with the rowid they had: so the replay does not depend on the
+    order of the original writes (a unique value moved from one row to another replays too), and
+    rows come back in the physical order the calls left them in."""
+    by_table: dict[str, list[tuple[Table, tuple, Row | None, int | None]]] = {}
+    for item in rows:
+        by_table.setdefault(item[0].name, []).append(item)
     out: Replay = []
-    for *_, sql, params in _statements(changes):
+
+    def add(sql: str, params: list[Any]) -> None:
         if out and out[-1][0] == sql:
             out[-1][1].append(params)
         else:
             out.append((sql, [params]))
+
+    for name, items in by_table.items():
+        t = items[0][0]
+        for _, key_values, _, _ in items:
+            add(f'DELETE FROM "{name}" WHERE {_where(t.key)}', list(key_values))
+        for _, _, row, rowid in items:
+            if row is not None:
+                cols = (["rowid"] if t.rowid else []) + list(row)
+                add(f'INSERT INTO "{name}" ({_cols(cols)}) VALUES ({", ".join("?" * len(cols))})',
+                    [rowid, *row.values()] if t.rowid else list(row.values()))
     return out
 
 
 def _replay_checked(conn: sqlite3.Connection, domain: Domain, changes: Changes) -> None:
-    """Apply a recorded diff, first checking each row's recorded state (grade: the seed or init
-    may have changed since the episode was recorded)."""
-    for table, what, e, sql, params in _statements(changes):
+    """Apply a recorded diff after checking every row's recorded state against seed + init (the
+    seed or init may have changed since the episode was recorded)."""
+    rows = []
+    for table, entry in changes.items():
         t = table_of(domain, table, "changes")
-        _expect(conn, t, e["key"], {"deleted": e.get("row"), "updated": e.get("before")}.get(what), what)
-        conn.execute(sql, params)
+        for e in entry.get("deleted", ()):
+            _expect(conn, t, e["key"], e["row"], "deleted")
+            rows.append((t, tuple(e["key"].values()), None, None))
+        for e in entry.get("updated", ()):
+            _expect(conn, t, e["key"], e["before"], "updated")
+            rowid, now = _current(conn, t, tuple(e["key"].values()))
+            rows.append((t, tuple(e["key"].values()), {**now, **e["after"]}, rowid))
+        for e in entry.get("inserted", ()):
+            _expect(conn, t, e["key"], None, "inserted")
+            rows.append((t, tuple(e["key"].values()), e["row"], None))  # a NULL rowid: the next one
+    for sql, params in _compile(rows):
+        conn.executemany(sql, params)
 
 
 def _expect(conn: sqlite3.Connection, t: Table, key: dict[str, Any], before: Row | None, what: str) -> None:
