@@ -124,3 +124,42 @@ def test_no_answer_within_the_timeout_is_a_timeout_error():
         server.close()
 
     asyncio.run(main())
+
+
+def test_a_cancelled_request_closes_its_connection_and_unframed_answers_end_at_close():
+    async def main():
+        closed = asyncio.Event()
+
+        async def slow(reader, writer):
+            await reader.readuntil(b"\r\n\r\n")
+            await reader.read()  # until the client closes
+            closed.set()
+
+        server = await asyncio.start_server(slow, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/x"
+        request = asyncio.ensure_future(post(HttpClient(timeout=30), url))
+        await asyncio.sleep(0.1)
+        request.cancel()
+        await asyncio.wait_for(closed.wait(), 5)
+        server.close()
+
+        async with RawServer([b"HTTP/1.0 200 OK\r\nConnection: close\r\n\r\n{}"]) as old:
+            answer = await post(HttpClient(timeout=5), old.url)  # no length: the close ends the body
+        return answer
+
+    assert asyncio.run(main()) == (200, b"{}")
+
+
+def test_a_stale_pooled_connection_is_tried_once_then_a_new_one():
+    """A connection the server dropped while idle costs one extra attempt, not one per pooled
+    connection: a server that drops every request gets it twice, then the caller's retries decide."""
+    async def main():
+        async with RawServer([ok(b"{}"), ok(b"{}"), ok(b"{}"), None, None, None, None]) as server:
+            client = HttpClient(timeout=5)
+            await asyncio.gather(*(post(client, server.url) for _ in range(3)))  # 3 pooled connections
+            before = len(server.heads)
+            with pytest.raises(ServerDisconnected):
+                await post(client, server.url)
+            return len(server.heads) - before
+
+    assert asyncio.run(main()) == 2

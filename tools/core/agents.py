@@ -71,7 +71,7 @@ def failure_kind(error: BaseException) -> str | None:
     if isinstance(error, EndpointError):
         return ("rate_limit" if error.status == 429 else "timeout" if error.status == 408
                 else "http_5xx" if error.status >= 500 else None)
-    if isinstance(error, (TimeoutError, asyncio.TimeoutError)):  # distinct types on Python 3.10
+    if isinstance(error, TimeoutError):
         return "timeout"
     if isinstance(error, OSError):
         return "connection"  # refused, reset, closed mid-answer, unreachable, TLS

@@ -60,6 +60,9 @@ class _Connection(asyncio.Protocol):
         self.answer: asyncio.Future | None = None
         self.body: list[bytes] = []
         self.encoding = b""
+        self.received = False  # any byte of the current answer
+        self.framed = False  # content-length or chunked: else the body ends when the connection does
+        self.headers_done = False
         self.open = True
         self.keep_alive = True
 
@@ -68,6 +71,7 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
+        self.received = True
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as e:
@@ -75,23 +79,40 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.open = False
+        if self.headers_done and not self.framed and exc is None:  # HTTP/1.0 style: the close ends it
+            self.keep_alive = False
+            self._complete()
         self._fail(ServerDisconnected(f"the server closed the connection before answering{f': {exc}' if exc else ''}"))
 
     # httptools
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() == b"content-encoding":
+        name = name.lower()
+        if name == b"content-encoding":
             self.encoding = value.strip().lower()
+        elif name in (b"content-length", b"transfer-encoding"):
+            self.framed = True
+
+    def on_headers_complete(self) -> None:
+        self.headers_done = True
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
 
     def on_message_complete(self) -> None:
-        body = b"".join(self.body)
-        if self.encoding in (b"gzip", b"deflate"):
-            body = zlib.decompress(body, 47)  # 32 + 15: gzip or zlib header, detected
         self.keep_alive = self.parser.should_keep_alive()
-        if self.answer is not None and not self.answer.done():
-            self.answer.set_result((self.parser.get_status_code(), body))
+        self._complete()
+
+    def _complete(self) -> None:
+        if self.answer is None or self.answer.done():
+            return
+        body = b"".join(self.body)
+        try:
+            if self.encoding in (b"gzip", b"deflate"):
+                body = zlib.decompress(body, 47)  # 32 + 15: gzip or zlib header, detected
+        except zlib.error as e:
+            self._fail(ProtocolError(f"a {self.encoding.decode()} body that does not decode: {e}"))
+            return
+        self.answer.set_result((self.parser.get_status_code(), body))
 
     def _fail(self, error: Exception) -> None:
         self.keep_alive = False
@@ -102,7 +123,7 @@ class _Connection(asyncio.Protocol):
 
     def send(self, request: bytes) -> asyncio.Future:
         self.answer = asyncio.get_running_loop().create_future()
-        self.body, self.encoding = [], b""
+        self.body, self.encoding, self.received, self.framed, self.headers_done = [], b"", False, False, False
         self.transport.write(request)
         return self.answer
 
@@ -122,13 +143,16 @@ class HttpClient:
         t = target(url)
         request = _head(t, tuple(headers.items()), len(body)) + body
         idle = self._idle.setdefault(t.origin, [])
-        while idle:  # a pooled connection the server closed meanwhile fails at once; try the next
+        while idle:
             conn = idle.pop()
-            if conn.open:
-                try:
-                    return await self._exchange(conn, request, idle)
-                except ServerDisconnected:
-                    continue
+            if not conn.open:
+                continue
+            try:
+                return await self._exchange(conn, request, idle)
+            except ServerDisconnected:
+                if conn.received:  # it had begun to answer: the caller's retry policy decides
+                    raise
+                break  # closed by the server while idle: one more try, on a new connection
         return await self._exchange(await self._connect(t), request, idle)
 
     async def _connect(self, t: Target) -> _Connection:
@@ -143,11 +167,14 @@ class HttpClient:
 
     async def _exchange(self, conn: _Connection, request: bytes, idle: list[_Connection]) -> tuple[int, bytes]:
         answer = conn.send(request)
-        # A timer, not wait_for: no task per request (and Python 3.10 has no asyncio.timeout).
+        # A timer, not wait_for: no task per request.
         expired = asyncio.get_running_loop().call_later(
             self.timeout, conn._fail, TimeoutError(f"no answer within {self.timeout:g} s"))
         try:
             result = await answer
+        except BaseException:  # failed, timed out or cancelled: the connection is in no known state
+            conn.transport.abort()
+            raise
         finally:
             expired.cancel()
         if conn.keep_alive and conn.open:
