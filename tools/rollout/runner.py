@@ -304,8 +304,9 @@ def _run_forked(keys, cfg, domains, backend, on_episode: OnEpisode, what: str) -
     workers = {}
     for i in range(procs):
         receive, send = context.Pipe(duplex=False)
-        worker = context.Process(target=_worker, args=(keys[i::procs], worker_cfg, domains, backend, send),
-                                 name=f"endstate-episodes-{i}", daemon=True)
+        inherited = [*workers, receive]  # read ends the fork copies: the worker closes them
+        worker = context.Process(target=_worker, name=f"endstate-episodes-{i}", daemon=True,
+                                 args=(keys[i::procs], worker_cfg, domains, backend, send, inherited))
         worker.start()
         send.close()
         workers[receive] = worker
@@ -319,8 +320,8 @@ def _run_forked(keys, cfg, domains, backend, on_episode: OnEpisode, what: str) -
                     worker = workers.pop(receive)
                     worker.join()
                     if worker.exitcode:
-                        raise EndstateError(f"{worker.name} died (exit code {worker.exitcode}); "
-                                            "finished episodes were written: --resume to go on") from None
+                        raise EndstateError(f"{worker.name} died (exit code {worker.exitcode}); the "
+                                            "episodes written so far are kept: --resume to go on") from None
                     continue
                 if message.startswith(b"!"):
                     raise EndstateError(message[1:].decode())
@@ -331,11 +332,15 @@ def _run_forked(keys, cfg, domains, backend, on_episode: OnEpisode, what: str) -
         progress.close()
         for worker in workers.values():
             worker.terminate()
+        for worker in workers.values():
+            worker.join()
 
 
-def _worker(keys, cfg: RunConfig, domains: Domains, backend, send) -> None:
+def _worker(keys, cfg: RunConfig, domains: Domains, backend, send, inherited) -> None:
     # Ctrl-C reaches the whole process group: the parent stops the workers, they do not stop themselves.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for receive in inherited:  # only the parent may read the pipes, so a dead parent breaks them
+        receive.close()
 
     def report(task: dict[str, Any], episode: dict[str, Any]) -> None:
         send.send_bytes(orjson.dumps(episode))  # BrokenPipeError once the parent is gone: we stop
