@@ -423,8 +423,7 @@ def _replay_checked(conn: sqlite3.Connection, domain: Domain, changes: Changes) 
             _expect(conn, t, e["key"], e["row"], "deleted")
             rows.append((t, tuple(e["key"].values()), None, None))
         for e in entry.get("updated", ()):
-            _expect(conn, t, e["key"], e["before"], "updated")
-            rowid, now = _current(conn, t, tuple(e["key"].values()))
+            rowid, now = _expect(conn, t, e["key"], e["before"], "updated")
             rows.append((t, tuple(e["key"].values()), {**now, **e["after"]}, rowid))
         for e in entry.get("inserted", ()):
             _expect(conn, t, e["key"], None, "inserted")
@@ -433,11 +432,15 @@ def _replay_checked(conn: sqlite3.Connection, domain: Domain, changes: Changes) 
         conn.executemany(sql, params)
 
 
-def _expect(conn: sqlite3.Connection, t: Table, key: dict[str, Any], before: Row | None, what: str) -> None:
-    cols = list(before) if before else list(t.key)
-    row = conn.execute(f'SELECT {_cols(cols)} FROM "{t.name}" WHERE {_where(key)}',
-                       list(key.values())).fetchone()
-    actual = None if row is None else dict(zip(cols, row))
+def _expect(conn: sqlite3.Connection, t: Table, key: dict[str, Any], before: Row | None,
+            what: str) -> tuple[int | None, Row | None]:
+    """Check that the row with this key is as recorded (None: absent); its (rowid, row) now."""
+    unknown = set(before or ()) - set(t.columns)
+    if unknown:
+        raise EndstateError(f"{t.name}[{key_text(key)}] is recorded with column(s) {sorted(unknown)} "
+                            f"that the table does not have; columns: {', '.join(t.columns)}")
+    rowid, now = _current(conn, t, tuple(key.values()))
+    actual = None if now is None else {c: now[c] for c in before or t.key}
     if before is None and actual is not None:
         raise EndstateError(f"{t.name}[{key_text(key)}] is recorded as {what} but already exists "
                             "in seed + init: the domain seed or the task init changed since the "
@@ -446,3 +449,4 @@ def _expect(conn: sqlite3.Connection, t: Table, key: dict[str, Any], before: Row
         raise EndstateError(f"{t.name}[{key_text(key)}] was {before} when the episode was recorded "
                             f"but is {actual} in seed + init now: the domain seed or the task "
                             "init changed since; re-run the episode")
+    return rowid, now
