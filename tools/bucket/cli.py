@@ -10,7 +10,13 @@ from endstate.bucket import pool as P
 from endstate.bucket.bands import Bands
 from endstate.bucket.report import plot as plot_histogram
 from endstate.bucket.report import table
-from endstate.core.cli import run, skip_invalid_option, verbose_option
+from endstate.core.cli import (
+    CONTEXT_SETTINGS,
+    run,
+    skip_invalid_option,
+    verbose_option,
+    version_option,
+)
 from endstate.core.errors import InputError
 from endstate.core.records import SkipLog, fold_jsonl, read_jsonl, write_jsonl
 from endstate.core.schemas import Attempt
@@ -34,7 +40,8 @@ def _names(ctx, param, value):
     return None if value is None else tuple(x.strip() for x in value.split(",") if x.strip())
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(context_settings=CONTEXT_SETTINGS)
+@version_option
 @click.argument("attempts", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--prior", default="0.5,0.5", show_default=True, callback=_floats(2),
               help="A,B of the Beta prior (Jeffreys is 0.5,0.5; uniform is 1,1).")

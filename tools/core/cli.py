@@ -1,7 +1,9 @@
-"""What every endstate command line shares: SIGPIPE, tracebacks only with -v, common options."""
+"""What every endstate command line shares: stdout for records only, SIGPIPE, tracebacks only
+with -v, --version, common options."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -9,6 +11,8 @@ from collections.abc import Callable
 
 import click
 
+from endstate import __version__
+from endstate.core import stdio
 from endstate.core.errors import ExitCode
 
 DOMAINS_ENV = "ENDSTATE_DOMAINS"
@@ -22,6 +26,7 @@ def run(cli: click.Command) -> Callable[[], None]:
         if hasattr(signal, "SIGPIPE"):
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         verbose = "-v" in sys.argv[1:] or "--verbose" in sys.argv[1:]
+        _reserve_stdout_when_run(cli)
         try:
             cli.main(standalone_mode=True)
         except Exception as e:  # a bug, not a user error: those are ClickExceptions
@@ -34,6 +39,23 @@ def run(cli: click.Command) -> Callable[[], None]:
     return main
 
 
+def _reserve_stdout_when_run(command: click.Command) -> None:
+    """Reserve stdout for records (core.stdio) as each leaf command starts: after parsing, so
+    that --help and --version still print there, and before anything loads a library."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _reserve_stdout_when_run(sub)
+        return
+    callback = command.callback
+
+    @functools.wraps(callback)
+    def reserved(*args, **kwargs):
+        stdio.reserve_stdout()
+        return callback(*args, **kwargs)
+
+    command.callback = reserved
+
+
 class DefaultGroup(click.Group):
     """A group whose first argument, when it is not a subcommand, goes to the default one:
     `grade FILE` means `grade score FILE`."""
@@ -43,9 +65,16 @@ class DefaultGroup(click.Group):
         self.default = default
 
     def parse_args(self, ctx, args):
-        if not args or (args[0] not in self.commands and args[0] not in ("-h", "--help")):
-            args.insert(0, self.default)
+        if not args or (args[0] not in self.commands and args[0] not in OWN_OPTIONS):
+            args = [self.default, *args]
         return super().parse_args(ctx, args)
+
+
+OWN_OPTIONS = ("-h", "--help", "--version")  # what a default group answers itself
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
+version_option = click.version_option(__version__, "--version", message="%(prog)s (endstate) %(version)s")
+quiet_option = click.option("-q", "--quiet", is_flag=True,
+                            help="No progress bar and no summary line on stderr.")
 
 
 verbose_option = click.option(

@@ -16,7 +16,7 @@ import click
 import msgspec
 import orjson
 
-from endstate.core import schemas
+from endstate.core import schemas, stdio
 from endstate.core.errors import InputError
 
 
@@ -324,7 +324,7 @@ def dumps(record: Any) -> bytes:
 
 def write_jsonl(records: Iterable[Any], out: IO[bytes] | None = None) -> int:
     """Write one complete line per record, flushed as it goes so a killed run leaves valid JSONL."""
-    out = out or sys.stdout.buffer
+    out = out or stdio.records_out()
     n = 0
     for record in records:
         out.write(dumps(record))

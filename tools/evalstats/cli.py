@@ -5,23 +5,21 @@ from __future__ import annotations
 import sys
 
 import click
-import orjson
 
-from endstate.core.cli import run, skip_invalid_option, verbose_option
+from endstate.core import stdio
+from endstate.core.cli import (
+    CONTEXT_SETTINGS,
+    DefaultGroup,
+    run,
+    skip_invalid_option,
+    verbose_option,
+    version_option,
+)
 from endstate.core.errors import EndstateError, ExitCode
-from endstate.core.records import SkipLog, fold_jsonl, read_jsonl
+from endstate.core.records import SkipLog, fold_jsonl, read_jsonl, write_jsonl
 from endstate.evalstats import metrics as M
 from endstate.evalstats import render
 from endstate.evalstats.compare import compare as compare_runs
-
-
-class _DefaultGroup(click.Group):
-    """`evalstats FILES...` runs the `summary` command; `evalstats compare ...` the other one."""
-
-    def parse_args(self, ctx, args):
-        if not args or (args[0] not in self.commands and args[0] not in ("-h", "--help")):
-            args = ["summary", *args]
-        return super().parse_args(ctx, args)
 
 
 def _ks(ctx, param, value):
@@ -59,7 +57,8 @@ workers_option = click.option("--workers", type=click.IntRange(1),
                               help="Processes that read big files.  [default: the CPU count]")
 
 
-@click.group(cls=_DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=DefaultGroup, default="summary", context_settings=CONTEXT_SETTINGS)
+@version_option
 def cli():
     """Reliability statistics of evaluation attempts.
 
@@ -181,9 +180,9 @@ def _gate(tally: M.Tally, expected: list[str], repeats: int, allow_incomplete: b
 
 def _write(report: dict, fmt: str, table) -> None:
     if fmt == "json":
-        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_APPEND_NEWLINE))
+        write_jsonl([report])
     else:
-        click.echo(table(report, markdown=fmt == "markdown"))
+        stdio.echo(table(report, markdown=fmt == "markdown"))
 
 
 @cli.command()

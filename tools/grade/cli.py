@@ -6,9 +6,21 @@ import sys
 
 import click
 
-from endstate.core.cli import DefaultGroup, domains_option, env_domain_dirs, run, skip_invalid_option, verbose_option
+from endstate.core import stdio
+from endstate.core.cli import (
+    CONTEXT_SETTINGS,
+    DefaultGroup,
+    domains_option,
+    env_domain_dirs,
+    quiet_option,
+    run,
+    skip_invalid_option,
+    verbose_option,
+    version_option,
+)
 from endstate.core.domain import Domains
 from endstate.core.errors import EndstateError, ExitCode
+from endstate.core.progress import Progress, note
 from endstate.core.records import SkipLog, fail, read_jsonl, write_jsonl
 from endstate.grade.grader import Grader, TaskIndex, builtin_task_files
 from endstate.grade.judge import Judge
@@ -26,7 +38,8 @@ def judge_options(fn):
     return fn
 
 
-@click.group(cls=DefaultGroup, default="score", context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=DefaultGroup, default="score", context_settings=CONTEXT_SETTINGS)
+@version_option
 def cli():
     """Grade episodes by the end state of their database, or validate tasks.
 
@@ -90,8 +103,9 @@ def score(episodes, task_files, domain_dirs, judge_model, judge_base_url, judge_
 @domains_option
 @judge_options
 @skip_invalid_option
+@quiet_option
 @verbose_option
-def validate(task_files, domain_dirs, judge_model, judge_base_url, judge_cache, skip_invalid):
+def validate(task_files, domain_dirs, judge_model, judge_base_url, judge_cache, skip_invalid, quiet):
     """Prove tasks sound: gold passes, doing nothing fails, and dropping any single writing gold
     call fails. Emits one verdict per task; exits 1 if any task is unsound.
 
@@ -107,21 +121,24 @@ def validate(task_files, domain_dirs, judge_model, judge_base_url, judge_cache, 
     tasks = TaskIndex(domains, task_files or builtin_task_files(domains), skip=skip)
     grader = Grader(domains, Judge.from_options(judge_model, judge_base_url, judge_cache))
     unsound = []
+    progress = Progress(len(tasks.by_id), "validate", unit="task", quiet=quiet, counts=("sound", "unsound"))
 
     def verdicts():
         for task in tasks:
             verdict = validate_task(grader, task)
             if not verdict["sound"]:
                 unsound.append(verdict)
+                note(f"{tasks.where[verdict['task_id']]}: task {verdict['task_id']} is unsound: "
+                     + "; ".join(verdict["problems"]))
+            progress.advance({"sound" if verdict["sound"] else "unsound": 1})
             yield verdict
 
-    n = write_jsonl(verdicts())
+    try:
+        write_jsonl(verdicts())
+    finally:
+        progress.close()
     if skip:
         skip.report()
-    for v in unsound:
-        click.echo(f"{tasks.where[v['task_id']]}: task {v['task_id']} is unsound: "
-                   + "; ".join(v["problems"]), err=True)
-    click.echo(f"validated {n} task(s): {n - len(unsound)} sound, {len(unsound)} unsound", err=True)
     if unsound or (skip and skip.entries):
         sys.exit(ExitCode.FAILED)
 
@@ -159,7 +176,7 @@ def tasks(task_files, domain_names, splits, tags, summary, full, domain_dirs, sk
                                                    "task", skip=skip)
                 if matches(t, domain_names, splits, tags))
     if summary:
-        click.echo(summary_table(count(t for _, t in selected)), nl=False)
+        stdio.echo(summary_table(count(t for _, t in selected)))
     elif full:
         write_jsonl(t for _, t in selected)
     else:
@@ -182,3 +199,6 @@ def tasks(task_files, domain_names, splits, tags, summary, full, domain_dirs, sk
 
 
 main = run(cli)
+
+if __name__ == "__main__":  # python -m endstate.grade.cli, as under torchrun or srun
+    main()

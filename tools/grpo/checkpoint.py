@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
 from endstate.core.records import dumps
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from endstate.core.cli import run, verbose_option
+from endstate.core import stdio
+from endstate.core.cli import CONTEXT_SETTINGS, quiet_option, run, verbose_option, version_option
 from endstate.core.errors import EndstateError
 from endstate.core.interpret import TOOL_FORMATS
 from endstate.grpo.algorithm import LOSS_AGG
@@ -75,7 +76,8 @@ def config_options(fn):
     return fn
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings=CONTEXT_SETTINGS)
+@version_option
 def cli():
     """Train a tool-using agent with GRPO on terminal-state rewards.
 
@@ -100,8 +102,9 @@ class RecordingCommand(click.Command):
 @click.option("--dry-run", is_flag=True, help="Resolve and check everything, print the launch "
               "command, start nothing.")
 @config_options
+@quiet_option
 @verbose_option
-def train(config_file, dry_run, **flags):
+def train(config_file, dry_run, quiet, **flags):
     """Run GRPO: B tasks × G rollouts per step through the rollout/grade path, one AdamW step.
 
     Writes OUT/metrics.jsonl (one line per step), OUT/attempts.jsonl (one attempt record per
@@ -122,7 +125,7 @@ def train(config_file, dry_run, **flags):
         return
     from endstate.grpo.train import train as run_training
 
-    run_training(cfg)
+    run_training(cfg, quiet)
 
 
 def dry_run_report(cfg, args: list[str]) -> None:
@@ -144,15 +147,13 @@ def dry_run_report(cfg, args: list[str]) -> None:
     probe = out if out.exists() else next(p for p in out.parents if p.exists())
     if not shutil.disk_usage(probe).free:
         raise EndstateError(f"{probe}: no free space for checkpoints")
-    for key, value in cfg.to_dict().items():
-        click.echo(f"{key}: {value}")
-    click.echo(f"pool_tasks: {len(tasks)}")
-    click.echo(f"model_dir: {model}")
-    click.echo(f"deepspeed_config: {ds}")
-    click.echo(f"world_size: {cfg.world}")
-    click.echo(f"episodes_per_step: {cfg.batch_tasks * cfg.group_size} "
-               f"({cfg.batch_tasks * cfg.group_size // cfg.world} per rank)")
-    click.echo(f"launch: {launch_command(cfg, args)}")
+    lines = [f"{key}: {value}" for key, value in cfg.to_dict().items()]
+    lines += [f"pool_tasks: {len(tasks)}", f"model_dir: {model}", f"deepspeed_config: {ds}",
+              f"world_size: {cfg.world}",
+              (f"episodes_per_step: {cfg.batch_tasks * cfg.group_size} "
+               f"({cfg.batch_tasks * cfg.group_size // cfg.world} per rank)"),
+              f"launch: {launch_command(cfg, args)}"]
+    stdio.echo("\n".join(lines))
 
 
 @cli.command()

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
+
 from endstate.bucket.bands import Bands, assign, band_masses, posterior
 from endstate.core.records import read_jsonl
 

@@ -18,10 +18,11 @@ from typing import Any
 
 from endstate.core.agents import TokenBackend
 from endstate.core.local_model import Generation
+from endstate.core.progress import Progress
 from endstate.core.trace import ChatTemplate
 from endstate.grade.grader import Grader
 from endstate.grpo.sampling import Group
-from endstate.rollout.runner import RunConfig, run_all
+from endstate.rollout.runner import ATTEMPT_COUNTS, RunConfig, run_all
 
 
 class LockstepSampler:
@@ -72,7 +73,7 @@ class LockstepSampler:
 
 def run_groups(tasks: list[dict[str, Any]], group_size: int, cfg: RunConfig, domains, grader: Grader,
                template: ChatTemplate, generate: Callable[[list[list[int]], list[int]], list[Generation]],
-               attempt_bases: list[int]) -> list[Group]:
+               attempt_bases: list[int], quiet: bool = False) -> list[Group]:
     """One group of `group_size` graded episodes per task (tasks may repeat), in task order.
     `generate` samples a batch of prompts with the current weights; `attempt_bases[i]` numbers
     the attempts so they stay unique across steps."""
@@ -88,14 +89,20 @@ def run_groups(tasks: list[dict[str, Any]], group_size: int, cfg: RunConfig, dom
             slots[(task["id"], base + i)] = (g, i)
     graded: list[list[dict | None]] = [[None] * group_size for _ in tasks]
 
-    def on_episode(task: dict[str, Any], episode: dict[str, Any]) -> None:
+    def on_episode(task: dict[str, Any], episode: dict[str, Any]) -> dict[str, Any]:
         g, i = slots[(task["id"], episode["attempt"])]
         graded[g][i] = grader.grade(episode, task)
         sampler.finished()
+        return graded[g][i]
 
     sampler.start(len(keys))
     # every episode in flight at once: the lockstep sampler does the batching (cfg.jobs per batch)
-    asyncio.run(run_all(keys, dataclasses.replace(cfg, jobs=max(1, len(keys))), domains, backend,
-                        on_episode, what="grpo rollouts"))
+    # a bar while the step's episodes run (a terminal only); grpo logs the step's summary itself
+    progress = Progress(len(keys), "rollouts", quiet=quiet, counts=ATTEMPT_COUNTS, summary=False)
+    try:
+        asyncio.run(run_all(keys, dataclasses.replace(cfg, jobs=max(1, len(keys))), domains,
+                            backend, on_episode, progress))
+    finally:
+        progress.close()
     assert all(e is not None for row in graded for e in row), "an episode was not graded"
     return [Group(task["id"], [e["reward"] for e in row], row) for task, row in zip(tasks, graded)]

@@ -50,11 +50,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import click
 from endstate.core.cli import env_domain_dirs
 from endstate.core.domain import Domains
 from endstate.core.errors import EndstateError
 from endstate.core.local_model import LocalGenerator, resolve_model
+from endstate.core.progress import Progress, note
 from endstate.core.records import dumps
 from endstate.core.trace import ChatTemplate
 from endstate.grade.grader import Grader
@@ -77,7 +77,7 @@ from endstate.rollout.runner import RunConfig, load_tasks
 
 
 def log(message: str) -> None:
-    click.echo(f"grpo: {message}", err=True)
+    note(f"grpo: {message}")
 
 
 def derived_seed(*parts: Any) -> int:
@@ -99,8 +99,8 @@ def shard_samples(samples: list[Sample], rank: int, world: int) -> list[Sample]:
 
 
 class Trainer:
-    def __init__(self, cfg: TrainConfig):
-        self.cfg = cfg
+    def __init__(self, cfg: TrainConfig, quiet: bool = False):
+        self.cfg, self.quiet = cfg, quiet
         if cfg.device == "cuda":  # before NCCL comes up: each rank on its own GPU
             import torch
 
@@ -189,7 +189,8 @@ class Trainer:
         seed = derived_seed(cfg.seed, self.step, round_, self.rank)
         local = run_groups([self.tasks[task_ids[i]] for i in mine], cfg.group_size,
                            run_config(cfg, seed), self.domains, self.grader, self.template,
-                           self._generator(seed), [bases[i] for i in mine])
+                           self._generator(seed), [bases[i] for i in mine],
+                           quiet=self.quiet or self.rank != 0)
         local = [Group(g.task_id, g.rewards, [slim(e) for e in g.episodes]) for g in local]
         if self.world == 1:
             return local
@@ -269,14 +270,21 @@ class Trainer:
             self.out.mkdir(parents=True, exist_ok=True)
             (self.out / "config.json").write_bytes(dumps(cfg.to_dict()))
         history = []
-        while self.step < cfg.steps:
-            history.append(self.train_step())
-            if self.step % cfg.save_freq == 0 or self.step == cfg.steps:
-                save_checkpoint(self.policy, self.out, self.step, self.client_state())
-                if cfg.plot and self.rank == 0:
-                    from endstate.grpo.plot import plot_metrics
+        progress = Progress(cfg.steps - self.step, "grpo", unit="step",
+                            quiet=self.quiet or self.rank != 0, counts=("trained", "skipped"))
+        try:
+            while self.step < cfg.steps:
+                history.append(self.train_step())
+                progress.advance({"skipped" if history[-1]["skipped"] else "trained": 1},
+                                 history[-1]["completion_tokens"])
+                if self.step % cfg.save_freq == 0 or self.step == cfg.steps:
+                    save_checkpoint(self.policy, self.out, self.step, self.client_state())
+                    if cfg.plot and self.rank == 0:
+                        from endstate.grpo.plot import plot_metrics
 
-                    plot_metrics(self.out / "metrics.jsonl", cfg.plot)
+                        plot_metrics(self.out / "metrics.jsonl", cfg.plot)
+        finally:
+            progress.close()
         return history
 
 
@@ -322,10 +330,10 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def train(cfg: TrainConfig) -> list[dict[str, Any]]:
+def train(cfg: TrainConfig, quiet: bool = False) -> list[dict[str, Any]]:
     seed_everything(cfg.seed)
-    trainer = Trainer(cfg)
+    trainer = Trainer(cfg, quiet)
     history = trainer.run()
-    if trainer.rank == 0:
-        log(f"done, {trainer.step} step(s); checkpoints under {cfg.out}/checkpoints")
+    if trainer.rank == 0 and not quiet:
+        log(f"checkpoints under {cfg.out}/checkpoints")
     return history

@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 import orjson
 
 from endstate.core.cli import (
+    CONTEXT_SETTINGS,
     domains_option,
     env_domain_dirs,
+    quiet_option,
     run,
     skip_invalid_option,
     verbose_option,
+    version_option,
 )
 from endstate.core.domain import Domains
 from endstate.core.records import SkipLog, dumps
+from endstate.core.stdio import records_out
 from endstate.grade.cli import judge_options
 from endstate.grade.grader import Grader
 from endstate.grade.judge import Judge
 from endstate.rollout.options import run_options
 from endstate.rollout.runner import (
+    ATTEMPT_COUNTS,
     build_backend,
     done_keys,
     episodes_path_writer,
@@ -40,7 +43,8 @@ def attempt_record(graded: dict) -> dict:
             "error": graded.get("error")}
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(context_settings=CONTEXT_SETTINGS)
+@version_option
 @click.argument("task_files", nargs=-1, type=click.Path(allow_dash=True))
 @click.option("-n", "--repeats", type=int, default=4, show_default=True, help="Attempts per task.")
 @click.option("--episodes", "episodes_file", type=click.Path(dir_okay=False),
@@ -51,9 +55,10 @@ def attempt_record(graded: dict) -> dict:
 @judge_options
 @domains_option
 @skip_invalid_option
+@quiet_option
 @verbose_option
 def cli(task_files, repeats, episodes_file, resume, cfg, shard, judge_model, judge_base_url,
-        judge_cache, domain_dirs, skip_invalid):
+        judge_cache, domain_dirs, skip_invalid, quiet):
     """Run every task REPEATS times, grade each episode, and write one attempt record per line.
 
     System errors (endpoint failures after retries, a judge that cannot answer) are written with
@@ -70,7 +75,7 @@ def cli(task_files, repeats, episodes_file, resume, cfg, shard, judge_model, jud
     grader = Grader(domains, Judge.from_options(judge_model, judge_base_url, judge_cache))
     tasks = shard_of(load_tasks(task_files, skip), shard)
     done = done_keys(resume)
-    out = sys.stdout.buffer
+    out = records_out()
     episodes_out = episodes_path_writer(episodes_file)
     if episodes_out and resume:
         # Killed between the two writes: the graded episode is there, its attempt is not.
@@ -83,22 +88,22 @@ def cli(task_files, repeats, episodes_file, resume, cfg, shard, judge_model, jud
         out.flush()
     keys = plan(tasks, repeats, done)
     backend = build_backend(cfg) if keys else None
-    rewards = {0: 0, 1: 0, None: 0}
 
     def write(task, episode):
         graded = grader.grade(episode, task)
-        rewards[graded["reward"]] += 1
         if episodes_out:
             episodes_out.write(dumps(graded))
             episodes_out.flush()
         out.write(dumps(attempt_record(graded)))
         out.flush()
+        return graded
 
-    run_episodes(keys, cfg, domains, backend, write, what="probe")
+    run_episodes(keys, cfg, domains, backend, write, what="probe", quiet=quiet, counts=ATTEMPT_COUNTS)
     if skip:
         skip.report()
-    click.echo(f"probed {len(keys)} episode(s): reward 1 ×{rewards[1]}, 0 ×{rewards[0]}, "
-               f"system_error ×{rewards[None]}", err=True)
 
 
 main = run(cli)
+
+if __name__ == "__main__":  # python -m endstate.probe.cli, as under torchrun or srun
+    main()

@@ -7,13 +7,17 @@ import sys
 import click
 import orjson
 
+from endstate.core import stdio
 from endstate.core.cli import (
+    CONTEXT_SETTINGS,
     DefaultGroup,
     domains_option,
     env_domain_dirs,
+    quiet_option,
     run,
     skip_invalid_option,
     verbose_option,
+    version_option,
 )
 from endstate.core.domain import Domains
 from endstate.core.errors import ExitCode
@@ -30,7 +34,8 @@ from endstate.rollout.runner import (
 )
 
 
-@click.group(cls=DefaultGroup, default="run", context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=DefaultGroup, default="run", context_settings=CONTEXT_SETTINGS)
+@version_option
 def cli():
     """Run agent episodes, or audit how their output was interpreted.
 
@@ -48,8 +53,9 @@ def cli():
 @run_options
 @domains_option
 @skip_invalid_option
+@quiet_option
 @verbose_option
-def run_cmd(task_files, repeats, resume, cfg, shard, domain_dirs, skip_invalid):
+def run_cmd(task_files, repeats, resume, cfg, shard, domain_dirs, skip_invalid, quiet):
     """Run each task REPEATS times and write one episode record per line to stdout.
 
     Each episode gets a fresh sandbox; the record carries the transcript, the token trace
@@ -65,13 +71,13 @@ def run_cmd(task_files, repeats, resume, cfg, shard, domain_dirs, skip_invalid):
     tasks = shard_of(load_tasks(task_files, skip), shard)
     keys = plan(tasks, repeats, done_keys(resume))
     backend = build_backend(cfg)
-    out = sys.stdout.buffer
+    out = stdio.records_out()
 
     def write(task, episode):
         out.write(dumps(episode))
         out.flush()
 
-    run_episodes(keys, cfg, domains, backend, write)
+    run_episodes(keys, cfg, domains, backend, write, quiet=quiet)
     if skip:
         skip.report()
 
@@ -110,7 +116,7 @@ def parity(episodes):
                 problems.append(f"text {m.get('content')!r} != {again.content!r}")
             if problems:
                 mismatches += 1
-                click.echo(f"{loc}: {episode['episode_id']} message {i}: " + "; ".join(problems))
+                stdio.echo(f"{loc}: {episode['episode_id']} message {i}: " + "; ".join(problems))
     click.echo(f"parity: {turns} turn(s), {mismatches} mismatch(es)", err=True)
     if mismatches:
         sys.exit(ExitCode.FAILED)
@@ -150,3 +156,6 @@ def serve_mcp(task_file, task_id, out_file, attempt, domain_dirs):
 
 
 main = run(cli)
+
+if __name__ == "__main__":  # python -m endstate.rollout.cli, as under torchrun or srun
+    main()

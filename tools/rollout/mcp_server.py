@@ -12,6 +12,7 @@ Needs the `mcp` SDK: pip install 'endstate[mcp]'.
 
 from __future__ import annotations
 
+import io
 import signal
 import sys
 import time
@@ -19,6 +20,8 @@ import uuid
 from typing import Any
 
 import orjson
+
+from endstate.core import stdio
 from endstate.core.domain import Domain
 from endstate.core.errors import EndstateError
 from endstate.core.sandbox import Sandbox
@@ -110,8 +113,14 @@ def serve_stdio(domain: Domain, task: dict[str, Any], out_path: str, attempt: in
     server = _server(session)
 
     async def run() -> None:
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        # The MCP channel is the records stream (core.stdio): whatever else writes to stdout
+        # goes to stderr, so stray output cannot corrupt the protocol.
+        channel = io.TextIOWrapper(stdio.records_out(), encoding="utf-8", write_through=True)
+        try:
+            async with stdio_server(stdout=anyio.wrap_file(channel)) as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+        finally:
+            channel.detach()  # the records stream is not the wrapper's to close
 
     # A client that stops the server with SIGTERM still gets its episode written.
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

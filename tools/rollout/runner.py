@@ -7,7 +7,6 @@ import asyncio
 import dataclasses
 import os
 import signal
-import sys
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 import click
 import orjson
 
+from endstate.core import stdio
 from endstate.core.agents import (
     ChatBackend,
     Endpoints,
@@ -28,6 +28,7 @@ from endstate.core.domain import Domains
 from endstate.core.errors import EndstateError
 from endstate.core.interpret import INTERPRETER_VERSION
 from endstate.core.local_model import EMBEDDED, LocalGenerator, Sampling, load, resolve_model
+from endstate.core.progress import Progress, episode_counts, episode_tokens
 from endstate.core.records import Loc, SkipLog, fail, read_jsonl
 from endstate.core.trace import ChatTemplate
 from endstate.rollout.episode import EpisodeSpec, LLMUser, ScriptedUser, run_episode
@@ -212,36 +213,14 @@ def load_tasks(paths: Iterable[str], skip: SkipLog | None) -> list[dict[str, Any
 
 # -- running --------------------------------------------------------------------------------------
 
-class Progress:
-    """episodes done, episodes/s, system errors: on stderr, only when it is a terminal."""
-
-    def __init__(self, total: int, what: str):
-        self.bar = None
-        if sys.stderr.isatty() and total:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit="ep", desc=what, file=sys.stderr)
-        self.errors = 0
-
-    def update(self, episode: dict[str, Any]) -> None:
-        self.errors += episode["status"] == "system_error"
-        if self.bar:
-            self.bar.update(1)
-            self.bar.set_postfix(system_errors=self.errors)
-
-    def close(self) -> None:
-        if self.bar:
-            self.bar.close()
-
-
 async def run_all(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains,
                   backend: ChatBackend | TokenBackend,
-                  on_episode: Callable[[dict[str, Any], dict[str, Any]], Awaitable[None] | None],
-                  what: str = "episodes", progress: Progress | None = None) -> None:
+                  on_episode: Callable[[dict[str, Any], dict[str, Any]], Awaitable[Any] | Any],
+                  progress: Progress) -> None:
     """Run every (task, attempt) with at most cfg.jobs in flight; `on_episode(task, episode)` is
-    called as each finishes (its output is written there, one line at a time)."""
+    called as each finishes (its output is written there, one line at a time) and may return the
+    record it wrote (a graded one counts rewards in the progress line)."""
     gate = asyncio.Semaphore(cfg.jobs)
-    progress = progress or Progress(len(keys), what)
     price = price_of(cfg)
     policy = cfg.policy()
     make_user = user_maker(cfg)
@@ -252,13 +231,12 @@ async def run_all(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains
             episode = await run_episode(spec, backend, make_user(task), price)
         result = on_episode(task, episode)
         if asyncio.iscoroutine(result):
-            await result
-        progress.update(episode)
+            result = await result
+        _advance(progress, result or episode)
 
     try:
         await asyncio.gather(*(one(t, a) for t, a in keys))
     finally:
-        progress.close()
         await close_endpoints()
 
 
@@ -271,22 +249,34 @@ def episodes_path_writer(path: str | None):
     return open(path, "ab")
 
 
-OnEpisode = Callable[[dict[str, Any], dict[str, Any]], None]
+OnEpisode = Callable[[dict[str, Any], dict[str, Any]], Any]
+EPISODE_COUNTS = ("ok", "system_error")
+ATTEMPT_COUNTS = ("reward 1", "reward 0", "system_error")
+
+
+def _advance(progress: Progress, record: dict[str, Any]) -> None:
+    progress.advance(episode_counts(record), episode_tokens(record))
 
 
 def run_episodes(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains,
                  backend: ChatBackend | TokenBackend | None, on_episode: OnEpisode,
-                 what: str = "episodes") -> None:
+                 what: str = "rollout", quiet: bool = False,
+                 counts: tuple[str, ...] = EPISODE_COUNTS) -> None:
     """Run every key in this process's event loop or, with cfg.procs > 1, split over that many
     forked processes. Either way `on_episode(task, episode)` runs here, in this process, as each
-    episode finishes, so outputs are written by one process one line at a time."""
-    if cfg.procs <= 1 or len(keys) <= 1:
-        asyncio.run(run_all(keys, cfg, domains, backend, on_episode, what))
-        return
-    _run_forked(keys, cfg, domains, backend, on_episode, what)
+    episode finishes, so outputs are written by one process one line at a time. Progress and a
+    summary line go to stderr (core.progress) unless `quiet`."""
+    progress = Progress(len(keys), what, quiet=quiet, counts=counts)
+    try:
+        if cfg.procs <= 1 or len(keys) <= 1:
+            asyncio.run(run_all(keys, cfg, domains, backend, on_episode, progress))
+        else:
+            _run_forked(keys, cfg, domains, backend, on_episode, progress)
+    finally:
+        progress.close()
 
 
-def _run_forked(keys, cfg, domains, backend, on_episode: OnEpisode, what: str) -> None:
+def _run_forked(keys, cfg, domains, backend, on_episode: OnEpisode, progress: Progress) -> None:
     """One event loop per process: past ~2,000 model calls a second one core is the limit
     (docs/rollout.md). Each worker gets every procs-th key and -j/procs episodes in flight
     (rounded up). Workers are forked (they inherit domains, tasks and the backend, and open
@@ -295,8 +285,7 @@ def _run_forked(keys, cfg, domains, backend, on_episode: OnEpisode, what: str) -
     from multiprocessing.connection import wait
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # a forked tokenizer must not thread
-    sys.stdout.flush()  # a worker flushes inherited buffers when it exits: nothing may be left in them
-    sys.stderr.flush()
+    stdio.flush()  # a worker flushes inherited buffers when it exits: nothing may be left in them
     context = multiprocessing.get_context("fork")
     procs = min(cfg.procs, len(keys))
     worker_cfg = dataclasses.replace(cfg, jobs=max(1, -(-cfg.jobs // procs)), procs=1)
@@ -310,7 +299,6 @@ def _run_forked(keys, cfg, domains, backend, on_episode: OnEpisode, what: str) -
         worker.start()
         send.close()
         workers[receive] = worker
-    progress = Progress(len(keys), what)
     try:
         while workers:
             for receive in wait(list(workers)):
@@ -326,10 +314,9 @@ def _run_forked(keys, cfg, domains, backend, on_episode: OnEpisode, what: str) -
                 if message.startswith(b"!"):
                     raise EndstateError(message[1:].decode())
                 episode = orjson.loads(message)
-                on_episode(tasks[(episode["task_id"], episode["attempt"])], episode)
-                progress.update(episode)
+                written = on_episode(tasks[(episode["task_id"], episode["attempt"])], episode)
+                _advance(progress, written or episode)
     finally:
-        progress.close()
         for worker in workers.values():
             worker.terminate()
         for worker in workers.values():
@@ -346,7 +333,7 @@ def _worker(keys, cfg: RunConfig, domains: Domains, backend, send, inherited) ->
         send.send_bytes(orjson.dumps(episode))  # BrokenPipeError once the parent is gone: we stop
 
     try:
-        asyncio.run(run_all(keys, cfg, domains, backend, report, progress=Progress(0, "")))
+        asyncio.run(run_all(keys, cfg, domains, backend, report, Progress(0, "", quiet=True)))
     except BrokenPipeError:  # the parent is gone (killed): nobody to tell
         raise SystemExit(1) from None
     except Exception as e:  # the parent stops the run with this message

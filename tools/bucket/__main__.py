@@ -1,0 +1,5 @@
+"""python -m endstate.bucket"""
+
+from endstate.bucket.cli import main
+
+main()

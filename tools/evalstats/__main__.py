@@ -1,0 +1,5 @@
+"""python -m endstate.evalstats"""
+
+from endstate.evalstats.cli import main
+
+main()

@@ -1,0 +1,5 @@
+"""python -m endstate.grade"""
+
+from endstate.grade.cli import main
+
+main()

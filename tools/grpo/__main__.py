@@ -1,0 +1,5 @@
+"""python -m endstate.grpo"""
+
+from endstate.grpo.cli import main
+
+main()

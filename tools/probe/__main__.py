@@ -1,0 +1,5 @@
+"""python -m endstate.probe"""
+
+from endstate.probe.cli import main
+
+main()

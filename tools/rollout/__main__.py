@@ -1,0 +1,5 @@
+"""python -m endstate.rollout"""
+
+from endstate.rollout.cli import main
+
+main()
