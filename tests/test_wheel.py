@@ -1,0 +1,63 @@
+"""A non-editable install: build the wheel from a copy of the sources, install it into a new venv,
+and run the tools from a folder outside the checkout. They must find the built-in schemas,
+domains, task suites and DeepSpeed configs inside the installed package."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+from conftest import ROOT
+
+SOURCES = ("pyproject.toml", "README.md", "tools", "schemas", "domains", "tasks", "configs")
+
+
+def test_an_installed_wheel_finds_its_builtin_data(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in SOURCES:  # a copy: building in place would leave build/ in the checkout
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(ROOT / name, src / name)
+    pip = [sys.executable, "-m", "pip"]
+    subprocess.run([*pip, "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist",
+                    src], check=True, capture_output=True)
+    wheel = next((tmp_path / "dist").glob("endstate-*.whl"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    subprocess.run([*pip, "--python", venv / "bin" / "python", "install", "-q", "--no-deps",
+                    "--no-index", wheel], check=True, capture_output=True)
+    # The dependencies come from the test venv (a path, not its .pth files: the editable
+    # endstate there stays invisible), so the package imported is the wheel's.
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+
+    def tool(*args: str) -> subprocess.CompletedProcess:
+        p = subprocess.run([str(venv / "bin" / args[0]), *args[1:]], capture_output=True, text=True,
+                           cwd=outside, timeout=600, env={**os.environ, "PYTHONPATH": ""})
+        assert p.returncode == 0, f"{args}: exit {p.returncode}: {p.stderr[-2000:]}"
+        return p
+
+    where = subprocess.run([venv / "bin" / "python", "-c", "import endstate; print(endstate.BUILTIN)"],
+                           capture_output=True, text=True, check=True, cwd=outside).stdout.strip()
+    assert where.startswith(str(venv)), where  # the wheel's copy, not the checkout
+
+    summary = tool("grade", "tasks", "--summary").stdout
+    assert "retail" in summary and "bench" in summary
+    bench = os.path.join(where, "tasks", "bench", "retail.jsonl")
+    verdicts = [json.loads(line) for line in tool("grade", "validate", bench).stdout.splitlines()]
+    assert verdicts and all(v["sound"] for v in verdicts)
+    first = tool("grade", "tasks", "--full", bench).stdout.splitlines()[0]
+    (outside / "one.jsonl").write_text(first + "\n")
+    episode = json.loads(tool("rollout", "run", "one.jsonl", "--max-new-tokens", "8",
+                              "--max-turns", "1").stdout)
+    assert episode["status"] == "ok"
+    dry = tool("grpo", "train", "--pool", "one.jsonl", "--out", "run", "--deepspeed", "zero2",
+               "--dry-run").stdout
+    assert "deepspeed_config: " + os.path.join(where, "configs", "deepspeed", "zero2.json") in dry
