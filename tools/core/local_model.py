@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import inspect
 import os
 import shutil
 import sys
@@ -58,7 +59,9 @@ def embedded_model_dir() -> Path:
     model = AutoModelForCausalLM.from_config(gguf_model.config)
     model.load_state_dict(gguf_model.state_dict())
     # The weights are dequantized now; a leftover `quant_method: gguf` makes vLLM refuse the folder.
-    del model.config.quantization_config
+    # (Older transformers releases leave none in the rebuilt config.)
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".converting-"))
     model.save_pretrained(tmp)
@@ -88,6 +91,12 @@ def load(path: Path, device: str = "cpu"):
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
     return model, tokenizer
+
+
+def kv_argument(model) -> str:
+    """What this transformers calls the KV cache, as a forward/generate argument and an output
+    field: `cache` from 5.24 on, `past_key_values` before (README: tested versions)."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 @dataclass
@@ -124,6 +133,7 @@ class LocalGenerator:
     def __init__(self, model, tokenizer, sampling: Sampling, seed: int = 0, max_batch: int = 16):
         self.model, self.tokenizer, self.sampling = model, tokenizer, sampling
         self.seed, self.max_batch, self.batches = seed, max_batch, 0
+        self._kv = kv_argument(model)
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
         self._pending: list[tuple[list[int], int, asyncio.Future]] = []
@@ -168,7 +178,7 @@ class LocalGenerator:
                 do_sample=s.temperature > 0, temperature=s.temperature or None, top_p=s.top_p,
                 top_k=0, max_new_tokens=s.max_new_tokens, pad_token_id=pad,
                 eos_token_id=self.eos_id, output_logits=True, return_dict_in_generate=True,
-                use_cache=True, cache=cache)  # a training module has use_cache off in its config
+                use_cache=True, **{self._kv: cache})  # a training module has use_cache off in its config
         new = out.sequences[:, ids.shape[1]:].cpu()  # (B, N)
         # log p under the raw logits (temperature 1): what the trainer's ratio is taken against.
         logits = torch.stack(out.logits, dim=1).float().cpu()  # (B, N, V)
@@ -243,7 +253,7 @@ class LocalGenerator:
         if key not in self._prefixes:
             with torch.no_grad():
                 out = self.model(input_ids=torch.tensor([prefix], device=self.model.device), use_cache=True)
-            self._prefixes[key] = [(layer.keys[0], layer.values[0]) for layer in out.cache.layers]
+            self._prefixes[key] = [(layer.keys[0], layer.values[0]) for layer in getattr(out, self._kv).layers]
             if len(self._prefixes) > PREFIXES_KEPT:
                 self._prefixes.popitem(last=False)
         self._prefixes.move_to_end(key)
@@ -270,3 +280,6 @@ class LocalGenerator:
             for (_, _, future), result in zip(batch, results):
                 future.set_result(result)
 
+
+if __name__ == "__main__":  # make setup: convert the embedded model now, not in the first demo
+    print(embedded_model_dir(), file=sys.stderr)
