@@ -39,7 +39,7 @@ def run(tasks_file: str, url: str, repeats: int, jobs: int, limit: int | None = 
         ) -> tuple[float, float, list[dict]]:
     """(wall, CPU of this process and its episode workers, episodes)."""
     from endstate.core.domain import Domains
-    from endstate.rollout.runner import RunConfig, build_backend, load_tasks, plan, run_episodes
+    from endstate.core.runtime import RunConfig, build_backend, load_tasks, plan, run_episodes
 
     cfg = RunConfig(backend="chat", model="double", agent_urls=[url], jobs=jobs, procs=procs, timeout=30.0)
     keys = plan(load_tasks([tasks_file], None), repeats, set())[:limit]

@@ -75,21 +75,23 @@ def main() -> None:
     import shutil
 
     import torch
+
     from endstate.grpo.config import TrainConfig
     from endstate.grpo.train import train
 
     shutil.rmtree(a.out, ignore_errors=True)
     cfg = TrainConfig(pool=a.pool, model=a.model, out=a.out, domains=[a.domains] if a.domains else [], steps=2, batch_tasks=a.batch_tasks,
                       group_size=a.group_size, max_rounds=4, lr=1e-6, micro_batch=8,
-                      deepspeed="zero3", rollout_engine="vllm", device="cuda", gen_batch=256,
+                      deepspeed="zero3", rollout_engine="vllm", device="cuda", jobs=256,
                       max_new_tokens=a.max_new_tokens, max_turns=a.max_turns, max_context=8192,
                       vllm_gpu_memory=0.3, save_freq=2, seed=0)
     torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()
     history = train(cfg)
     total = time.perf_counter() - started
-    from endstate.core.local_model import resolve_model
     from transformers import AutoConfig
+
+    from endstate.core.local_model import resolve_model
 
     hf = AutoConfig.from_pretrained(resolve_model(a.model))
     n_params = sum(p.numel() for p in __import__("transformers").AutoModelForCausalLM.from_config(hf).parameters())

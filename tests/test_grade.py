@@ -6,14 +6,14 @@ import json
 
 import orjson
 import pytest
-
 from conftest import ROOT, run_tool
+from openai_double import FakeEndpoint
+
+from endstate.core.checks import TaskError
 from endstate.core.episode import replay
 from endstate.core.errors import EndstateError
-from endstate.grade.checks import TaskError
-from endstate.grade.grader import Grader
-from endstate.grade.judge import Judge
-from openai_double import FakeEndpoint
+from endstate.core.grader import Grader
+from endstate.core.judge import Judge
 
 BENCH = ROOT / "tasks" / "bench" / "retail.jsonl"
 

@@ -12,8 +12,9 @@ import sys
 import orjson
 import pytest
 import torch
-from endstate.grpo.config import TrainConfig
 from grpo_fixtures import buttons, tiny_model  # noqa: F401 - pytest fixtures
+
+from endstate.grpo.config import TrainConfig
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 TIMING = {"step_s", "rollout_s", "update_s", "tokens_per_s"}
@@ -80,6 +81,7 @@ def test_checkpoint_loads_in_probe_and_export_matches(tmp_path, tiny_model, butt
     """The hf/ folder of a checkpoint is a model `probe --model` runs; `grpo export` rebuilds the
     same weights from the DeepSpeed state (ZeRO-2 here, so zero_to_fp32 is exercised)."""
     from click.testing import CliRunner
+
     from endstate.grpo.cli import cli
     from endstate.grpo.train import train
 

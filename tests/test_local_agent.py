@@ -99,9 +99,9 @@ def test_kept_episode_histories_give_the_same_tokens_as_running_the_whole_prompt
 
 
 def test_a_real_episode_on_the_embedded_model(smol, domains, tasks, tmp_path):
+    from endstate.core.episode_loop import EpisodeSpec, ScriptedUser, run_episode
+    from endstate.core.runtime import RunConfig, build_backend
     from endstate.core.schemas import problem
-    from endstate.rollout.episode import EpisodeSpec, ScriptedUser, run_episode
-    from endstate.rollout.runner import RunConfig, build_backend
 
     cfg = RunConfig(max_new_tokens=48, temperature=0.7, max_turns=3, jobs=2)
     backend = build_backend(cfg, smol)
@@ -129,7 +129,7 @@ def test_a_real_episode_on_the_embedded_model(smol, domains, tasks, tmp_path):
 
 
 def test_tool_format_signatures_shortens_the_prompt_and_is_recorded(smol, domains):
-    from endstate.rollout.runner import RunConfig, build_backend
+    from endstate.core.runtime import RunConfig, build_backend
 
     specs = [t.schema for t in domains["retail"].tools.values()]
     systems = {}

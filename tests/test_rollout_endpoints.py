@@ -128,7 +128,7 @@ def test_a_client_error_stops_the_run_with_the_status_and_is_not_retried(tmp_pat
     tasks = bench_tasks(per_domain=1)[:1]
     with FakeEndpoint(policy=gold_policy(tasks), faults=always(Fault("http", 401))) as endpoint:
         done = probe(write_tasks(tmp_path / "t.jsonl", tasks), endpoint.base_url, "-n", "1")
-    assert done.returncode == 1 and done.stdout == ""
+    assert done.returncode == 2 and done.stdout == ""
     assert "/chat/completions: HTTP 401" in done.stderr and "not retried" in done.stderr
     assert "Traceback" not in done.stderr and endpoint.outcomes == ["http 401"]
 
@@ -230,7 +230,7 @@ def test_an_error_in_one_process_stops_the_run_with_its_message(tmp_path):
     tasks = bench_tasks(per_domain=1)
     with FakeEndpoint(policy=gold_policy(tasks), faults=always(Fault("http", 401))) as endpoint:
         done = probe(write_tasks(tmp_path / "t.jsonl", tasks), endpoint.base_url, "-n", "1", "--procs", "2")
-    assert done.returncode == 1 and done.stdout == ""
+    assert done.returncode == 2 and done.stdout == ""
     assert "/chat/completions: HTTP 401" in done.stderr and "not retried" in done.stderr
     assert "Traceback" not in done.stderr
 

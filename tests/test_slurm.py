@@ -12,9 +12,10 @@ import subprocess
 import orjson
 import pytest
 from conftest import BIN, ROOT
-from endstate.rollout.runner import shard_of
 from openai_double import HTTP_500, FakeEndpoint, gold_policy
 from test_rollout_endpoints import bench_tasks, write_tasks
+
+from endstate.core.runtime import shard_of
 
 SCRIPT = ROOT / "slurm" / "probe_array.sbatch"
 

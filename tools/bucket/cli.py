@@ -17,7 +17,7 @@ from endstate.core.cli import (
     verbose_option,
     version_option,
 )
-from endstate.core.errors import InputError
+from endstate.core.errors import EXIT_CODES_HELP, InputError
 from endstate.core.records import SkipLog, fold_jsonl, read_jsonl, write_jsonl
 from endstate.core.schemas import Attempt
 
@@ -40,7 +40,8 @@ def _names(ctx, param, value):
     return None if value is None else tuple(x.strip() for x in value.split(",") if x.strip())
 
 
-@click.command(context_settings=CONTEXT_SETTINGS)
+@click.command(context_settings=CONTEXT_SETTINGS,
+             epilog=EXIT_CODES_HELP)
 @version_option
 @click.argument("attempts", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--prior", default="0.5,0.5", show_default=True, callback=_floats(2),

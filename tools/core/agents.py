@@ -19,7 +19,7 @@ import random
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -333,6 +333,20 @@ def completions_sampler(endpoints: Endpoints, model: str, sampling: Sampling, se
 
 
 # -- backends: what an episode opens a session on -------------------------------------------------
+
+class AgentSession(Protocol):
+    """One episode's conversation with the agent: the transcript so far in, one turn out."""
+
+    def begin(self, messages: list[dict[str, Any]]) -> None: ...
+    async def act(self) -> Turn: ...
+    def observe(self, messages: list[dict[str, Any]]) -> None: ...
+
+
+class AgentBackend(Protocol):
+    """What rollout, probe and grpo run episodes on (core.runtime.BACKENDS builds one by name)."""
+
+    def open(self, domain: Domain, tool_specs: list[dict[str, Any]]) -> AgentSession: ...
+
 
 @dataclass
 class ChatBackend:

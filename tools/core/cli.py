@@ -29,12 +29,17 @@ def run(cli: click.Command) -> Callable[[], None]:
         _reserve_stdout_when_run(cli)
         try:
             cli.main(standalone_mode=True)
+        except OSError as e:  # a full disk, a vanished folder: not a bug, nothing to rerun with -v
+            if verbose:
+                raise
+            click.echo(f"I/O error: {e}", err=True)
+            sys.exit(ExitCode.IO)
         except Exception as e:  # a bug, not a user error: those are ClickExceptions
             if verbose:
                 raise
             click.echo(f"internal error: {type(e).__name__}: {e} (rerun with -v for the traceback)",
                        err=True)
-            sys.exit(ExitCode.FAILED)
+            sys.exit(ExitCode.INTERNAL)
 
     return main
 
@@ -65,6 +70,11 @@ class DefaultGroup(click.Group):
         self.default = default
 
     def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and not args[0].startswith("-") \
+                and not os.path.exists(args[0]):
+            # `grade valdate x` must not grade a file called "valdate"
+            raise click.UsageError(f"{args[0]!r} is neither a command ({', '.join(self.commands)}) "
+                                   "nor a file", ctx)
         if not args or (args[0] not in self.commands and args[0] not in OWN_OPTIONS):
             args = [self.default, *args]
         return super().parse_args(ctx, args)
@@ -96,3 +106,30 @@ def domains_option(fn):
 
 def env_domain_dirs() -> list[str]:
     return [p for p in os.environ.get(DOMAINS_ENV, "").split(os.pathsep) if p]
+
+
+def judge_options(fn):
+    fn = click.option("--judge-cache", type=click.Path(dir_okay=False),
+                      help="SQLite file of cached verdicts [default: ~/.cache/endstate/judge.sqlite].")(fn)
+    fn = click.option("--judge-base-url", envvar="ENDSTATE_JUDGE_BASE_URL",
+                      help="OpenAI-compatible endpoint for judge checks (env ENDSTATE_JUDGE_BASE_URL).")(fn)
+    fn = click.option("--judge-model", envvar="ENDSTATE_JUDGE_MODEL",
+                      help="Model answering judge questions (env ENDSTATE_JUDGE_MODEL).")(fn)
+    return fn
+
+
+def parse_prices(ctx, param, values) -> dict[str, tuple[float, float]]:
+    """--price MODEL=IN,OUT (USD per million tokens, repeatable), the same in every tool."""
+    prices = {}
+    for value in values:
+        model, _, rest = value.rpartition("=")
+        try:
+            prompt, completion = (float(x) for x in rest.split(","))
+        except ValueError:
+            raise click.BadParameter(
+                f"{value!r}: expected MODEL=IN_PER_MTOK,OUT_PER_MTOK, e.g. gpt-4o=2.5,10") from None
+        if not model or prompt < 0 or completion < 0:
+            raise click.BadParameter(f"{value!r}: expected MODEL=IN_PER_MTOK,OUT_PER_MTOK with "
+                                     "prices >= 0, e.g. gpt-4o=2.5,10")
+        prices[model] = (prompt, completion)
+    return prices

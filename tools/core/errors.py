@@ -9,17 +9,26 @@ import click
 
 
 class ExitCode(IntEnum):
+    """One table for every tool (shown in each tool's --help)."""
+
     OK = 0
-    FAILED = 1  # the tool ran and the answer is "no" (e.g. unsound tasks)
-    USAGE = 2  # bad flags (click's own code)
+    NO = 1  # the tool ran and the answer is "no" (unsound tasks, parity mismatches)
+    USAGE = 2  # bad flags or arguments, or a setup the message says how to fix (click's own code)
     INCOMPLETE = 3  # coverage gate: keys missing, duplicated or hit by system errors
-    BAD_INPUT = 4  # a record could not be read, parsed or validated
+    BAD_INPUT = 4  # a record could not be parsed or validated
+    IO = 5  # a file could not be opened, read or written
+    INTERNAL = 70  # a bug in endstate (sysexits' EX_SOFTWARE): rerun with -v for the traceback
+
+
+EXIT_CODES_HELP = """\b
+Exit codes: 0 ok, 1 the answer is no, 2 usage or setup, 3 coverage gap,
+  4 bad input record, 5 I/O error, 70 internal error (rerun with -v)."""
 
 
 class EndstateError(click.ClickException):
     """An error the user can fix. Printed as one line without a traceback."""
 
-    exit_code = ExitCode.FAILED
+    exit_code = ExitCode.USAGE
 
     def __init__(self, message: str, exit_code: int | None = None):
         super().__init__(message)
@@ -34,3 +43,9 @@ class InputError(EndstateError):
     """A bad input record: the message starts with FILE:LINE."""
 
     exit_code = ExitCode.BAD_INPUT
+
+
+class FileError(EndstateError):
+    """A file that cannot be opened, read or written: the message starts with its path."""
+
+    exit_code = ExitCode.IO

@@ -10,12 +10,13 @@ from endstate.core import stdio
 from endstate.core.cli import (
     CONTEXT_SETTINGS,
     DefaultGroup,
+    parse_prices,
     run,
     skip_invalid_option,
     verbose_option,
     version_option,
 )
-from endstate.core.errors import EndstateError, ExitCode
+from endstate.core.errors import EXIT_CODES_HELP, EndstateError, ExitCode
 from endstate.core.records import SkipLog, fold_jsonl, read_jsonl, write_jsonl
 from endstate.evalstats import metrics as M
 from endstate.evalstats import render
@@ -34,22 +35,6 @@ def _ks(ctx, param, value):
     return ks
 
 
-def _prices(ctx, param, values):
-    prices = {}
-    for value in values:
-        model, _, rest = value.rpartition("=")
-        try:
-            prompt, completion = (float(x) for x in rest.split(","))
-        except ValueError:
-            raise click.BadParameter(
-                f"{value!r}: expected MODEL=IN_PER_MTOK,OUT_PER_MTOK, e.g. gpt-4o=2.5,10") from None
-        if not model or prompt < 0 or completion < 0:
-            raise click.BadParameter(f"{value!r}: expected MODEL=IN_PER_MTOK,OUT_PER_MTOK with "
-                                     "prices >= 0, e.g. gpt-4o=2.5,10")
-        prices[model] = (prompt, completion)
-    return prices
-
-
 format_option = click.option("--format", "fmt", type=click.Choice(["json", "table", "markdown"]),
                              default="json", show_default=True,
                              help="json: one object (jq-friendly); table or markdown: for people.")
@@ -57,7 +42,8 @@ workers_option = click.option("--workers", type=click.IntRange(1),
                               help="Processes that read big files.  [default: the CPU count]")
 
 
-@click.group(cls=DefaultGroup, default="summary", context_settings=CONTEXT_SETTINGS)
+@click.group(cls=DefaultGroup, default="summary", context_settings=CONTEXT_SETTINGS,
+             epilog=EXIT_CODES_HELP)
 @version_option
 def cli():
     """Reliability statistics of evaluation attempts.
@@ -80,7 +66,7 @@ def cli():
               "repeat count]")
 @click.option("--cluster", metavar="FIELD",
               help="Cluster-robust standard error over the values of this field.")
-@click.option("--price", "prices", multiple=True, callback=_prices, metavar="MODEL=IN,OUT",
+@click.option("--price", "prices", multiple=True, callback=parse_prices, metavar="MODEL=IN,OUT",
               help="USD per million agent prompt,completion tokens of MODEL; overrides cost_usd "
               "of its attempts (repeatable).")
 @click.option("--expect-tasks", type=click.Path(dir_okay=False, allow_dash=True),

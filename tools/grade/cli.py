@@ -12,6 +12,7 @@ from endstate.core.cli import (
     DefaultGroup,
     domains_option,
     env_domain_dirs,
+    judge_options,
     quiet_option,
     run,
     skip_invalid_option,
@@ -19,26 +20,17 @@ from endstate.core.cli import (
     version_option,
 )
 from endstate.core.domain import Domains
-from endstate.core.errors import EndstateError, ExitCode
+from endstate.core.errors import EXIT_CODES_HELP, EndstateError, ExitCode
+from endstate.core.grader import Grader, TaskIndex, builtin_task_files
+from endstate.core.judge import Judge
 from endstate.core.progress import Progress, note
 from endstate.core.records import SkipLog, fail, read_jsonl, write_jsonl
-from endstate.grade.grader import Grader, TaskIndex, builtin_task_files
-from endstate.grade.judge import Judge
 from endstate.grade.listing import count, listing, matches, summary_table
 from endstate.grade.validate import validate_task
 
 
-def judge_options(fn):
-    fn = click.option("--judge-cache", type=click.Path(dir_okay=False),
-                      help="SQLite file of cached verdicts [default: ~/.cache/endstate/judge.sqlite].")(fn)
-    fn = click.option("--judge-base-url", envvar="ENDSTATE_JUDGE_BASE_URL",
-                      help="OpenAI-compatible endpoint for judge checks (env ENDSTATE_JUDGE_BASE_URL).")(fn)
-    fn = click.option("--judge-model", envvar="ENDSTATE_JUDGE_MODEL",
-                      help="Model answering judge questions (env ENDSTATE_JUDGE_MODEL).")(fn)
-    return fn
-
-
-@click.group(cls=DefaultGroup, default="score", context_settings=CONTEXT_SETTINGS)
+@click.group(cls=DefaultGroup, default="score", context_settings=CONTEXT_SETTINGS,
+             epilog=EXIT_CODES_HELP)
 @version_option
 def cli():
     """Grade episodes by the end state of their database, or validate tasks.
@@ -140,7 +132,7 @@ def validate(task_files, domain_dirs, judge_model, judge_base_url, judge_cache, 
     if skip:
         skip.report()
     if unsound or (skip and skip.entries):
-        sys.exit(ExitCode.FAILED)
+        sys.exit(ExitCode.NO)
 
 
 @cli.command()

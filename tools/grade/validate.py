@@ -10,7 +10,7 @@ from typing import Any
 
 from endstate.core.episode import failed_calls, replay
 from endstate.core.errors import EndstateError
-from endstate.grade.grader import Grader, reward
+from endstate.core.grader import Grader, reward
 
 
 def _score(grader: Grader, task: dict[str, Any], steps: list[dict[str, Any]]):

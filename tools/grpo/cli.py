@@ -8,12 +8,11 @@ from pathlib import Path
 
 import click
 
-from endstate.core import stdio
+from endstate.core import settings, stdio
 from endstate.core.cli import CONTEXT_SETTINGS, quiet_option, run, verbose_option, version_option
-from endstate.core.errors import EndstateError
-from endstate.core.interpret import TOOL_FORMATS
+from endstate.core.errors import EXIT_CODES_HELP, EndstateError
 from endstate.grpo.algorithm import LOSS_AGG
-from endstate.grpo.config import FIELDS, ROLLOUT_ENGINES, launch_command, resolve
+from endstate.grpo.config import ROLLOUT_ENGINES, TrainConfig, launch_command, resolve
 
 HELP = {
     "pool": "Task JSONL to sample from (bucket --tasks output, or any task file).",
@@ -31,15 +30,6 @@ HELP = {
     "grad_clip": "Gradient-norm clip.", "micro_batch": "Sequences per forward/backward.",
     "deepspeed": "configs/deepspeed/NAME.json (zero0, zero2, zero3, zero3-offload) or a JSON path.",
     "rollout_engine": "local: in-process transformers; vllm: colocated vLLM (GPU).",
-    "gen_batch": "Prompts per generate() call.", "temperature": "Sampling temperature.",
-    "top_p": "Sampling top-p.", "max_new_tokens": "Tokens per model call.",
-    "max_context": "End an episode (context_overflow) rather than exceed this.",
-    "max_turns": "Agent calls per episode [default: the task's max_turns, else 30].",
-    "few_shot": "Show the domain's example turns.",
-    "tool_prefill": "Start the agent's turn after a user message with `<tool_call>` (masked) "
-                    "[default: on for the embedded model].",
-    "tool_format": "Tools in the system prompt as JSON specs or one-line signatures "
-                   "[default: signatures for the embedded model].",
     "vllm_gpu_memory": "GPU memory fraction for the colocated vLLM.",
     "seed": "Seeds the pool sampler and every generation round.",
     "save_freq": "Checkpoint every N steps (and at the last).",
@@ -52,31 +42,17 @@ HELP = {
     "nodes": "Nodes in the launch (for the command and the divisibility check).",
     "gpus_per_node": "Ranks per node.",
 }
-CHOICES = {"loss_agg": LOSS_AGG, "rollout_engine": ROLLOUT_ENGINES, "device": ("cpu", "cuda"),
-           "tool_format": TOOL_FORMATS}
-TYPES = {"int": int, "float": float, "str": str, "int | None": int, "str | None": str}
+KINDS = {"loss_agg": click.Choice(LOSS_AGG), "rollout_engine": click.Choice(ROLLOUT_ENGINES),
+         "device": click.Choice(("cpu", "cuda")),
+         "domains": click.Path(file_okay=False, exists=True)}
 
 
-def config_options(fn):
-    """One flag per config key, default None (= not given, so the YAML or the default applies)."""
-    for name, f in reversed(FIELDS.items()):
-        flag = "--" + name.replace("_", "-")
-        if f.type in ("bool", "bool | None") and name in ("std_norm", "few_shot", "tool_prefill"):
-            option = click.option(f"{flag}/--no-{flag[2:]}", name, default=None, help=HELP[name])
-        elif f.type == "bool":
-            option = click.option(flag, name, is_flag=True, default=None, help=HELP[name])
-        elif f.type == "list[str]":
-            option = click.option(flag, name, multiple=True, default=None, help=HELP[name])
-        elif name in CHOICES:
-            option = click.option(flag, name, type=click.Choice(CHOICES[name]), default=None,
-                                  help=HELP[name])
-        else:
-            option = click.option(flag, name, type=TYPES[f.type], default=None, help=HELP[name])
-        fn = option(fn)
-    return fn
+config_options = settings.options(TrainConfig, {**settings.HELP, **HELP},
+                                  {**settings.KINDS, **KINDS}, layered=True)
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+@click.group(context_settings=CONTEXT_SETTINGS,
+             epilog=EXIT_CODES_HELP)
 @version_option
 def cli():
     """Train a tool-using agent with GRPO on terminal-state rewards.
@@ -131,8 +107,8 @@ def train(config_file, dry_run, quiet, **flags):
 def dry_run_report(cfg, args: list[str]) -> None:
     """Check pool, model, output folder, DeepSpeed config and divisibility; print and exit 0."""
     from endstate.core.local_model import resolve_model
+    from endstate.core.runtime import load_tasks
     from endstate.grpo.engine import resolve_ds_config
-    from endstate.rollout.runner import load_tasks
 
     tasks = load_tasks([cfg.pool], None)
     if not tasks:

@@ -11,13 +11,17 @@ from pathlib import Path
 from typing import Any
 
 from endstate.core.errors import EndstateError
+from endstate.core.settings import EpisodeSettings
 from endstate.grpo.algorithm import LOSS_AGG
 
 ROLLOUT_ENGINES = ("local", "vllm")
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(EpisodeSettings):
+    """Every grpo setting; the episode settings (temperature ... device) are rollout's own
+    (core.settings), so training samples exactly as rollout and probe do."""
+
     # data and model
     pool: str = ""  # task JSONL (bucket --tasks output, or any task file)
     model: str = "embedded"  # a local HF folder, or `embedded` (SmolLM2-135M-Instruct)
@@ -43,15 +47,7 @@ class TrainConfig:
     deepspeed: str = "zero2"  # configs/deepspeed/NAME.json or a path
     # rollouts
     rollout_engine: str = "local"
-    gen_batch: int = 64  # prompts per generate() call
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 256
-    max_context: int = 8192
-    max_turns: int | None = None
-    few_shot: bool = True
-    tool_prefill: bool | None = None  # None: rollout's default (on for the embedded model)
-    tool_format: str | None = None  # None: rollout's default (signatures for the embedded model)
+    jobs: int = 64  # episodes in flight per rank: prompts per generate() call
     vllm_gpu_memory: float = 0.35  # fraction of GPU memory vLLM may take when colocated
     # bookkeeping
     seed: int = 0
@@ -61,7 +57,6 @@ class TrainConfig:
     retire: bool = False
     keep: list[str] = field(default_factory=lambda: ["hard", "medium", "easy"])
     base_attempts: list[str] = field(default_factory=list)  # probe attempts for --retire
-    device: str = "cpu"  # cpu or cuda (each rank uses cuda:LOCAL_RANK)
     # launch topology (for --dry-run's command and the divisibility check)
     nodes: int = 1
     gpus_per_node: int = 1
@@ -79,7 +74,7 @@ class TrainConfig:
             raise EndstateError(f"rollout_engine {self.rollout_engine!r}: choose local or vllm")
         if self.rollout_engine == "vllm" and self.device == "cpu":
             raise EndstateError("--rollout-engine vllm needs --device cuda")
-        for name in ("steps", "batch_tasks", "group_size", "max_rounds", "micro_batch", "gen_batch",
+        for name in ("steps", "batch_tasks", "group_size", "max_rounds", "micro_batch", "jobs",
                      "save_freq", "nodes", "gpus_per_node"):
             if getattr(self, name) < 1:
                 raise EndstateError(f"{name} must be at least 1")
@@ -122,6 +117,8 @@ def resolve(yaml_path: str | None, flags: dict[str, Any]) -> TrainConfig:
         if isinstance(values.get(k), (str, tuple)):
             v = values[k]
             values[k] = [x for x in (v.split(",") if isinstance(v, str) else v) if x]
+    if values.get("keep"):  # --keep hard,medium and --keep hard --keep medium alike
+        values["keep"] = [band for v in values["keep"] for band in v.split(",") if band]
     cfg = TrainConfig(**values)
     cfg.validate()
     return cfg

@@ -17,12 +17,12 @@ from collections.abc import Callable
 from typing import Any
 
 from endstate.core.agents import TokenBackend
+from endstate.core.grader import Grader
 from endstate.core.local_model import Generation
 from endstate.core.progress import Progress
+from endstate.core.runtime import ATTEMPT_COUNTS, RunConfig, run_all
 from endstate.core.trace import ChatTemplate
-from endstate.grade.grader import Grader
 from endstate.grpo.sampling import Group
-from endstate.rollout.runner import ATTEMPT_COUNTS, RunConfig, run_all
 
 
 class LockstepSampler:

@@ -53,11 +53,13 @@ from typing import Any
 from endstate.core.cli import env_domain_dirs
 from endstate.core.domain import Domains
 from endstate.core.errors import EndstateError
+from endstate.core.grader import Grader
 from endstate.core.local_model import LocalGenerator, resolve_model
 from endstate.core.progress import Progress, note
 from endstate.core.records import dumps
+from endstate.core.runtime import RunConfig, attempt_record, load_tasks
+from endstate.core.settings import episode_values
 from endstate.core.trace import ChatTemplate
-from endstate.grade.grader import Grader
 from endstate.grpo.algorithm import group_advantages, normalizer
 from endstate.grpo.batch import Sample, sample_of
 from endstate.grpo.checkpoint import (
@@ -72,8 +74,6 @@ from endstate.grpo.engine import LossConfig, Policy, ds_config, init_distributed
 from endstate.grpo.retire import Retirement
 from endstate.grpo.rollouts import run_groups
 from endstate.grpo.sampling import Collected, Group, PoolSampler, collect
-from endstate.probe.cli import attempt_record
-from endstate.rollout.runner import RunConfig, load_tasks
 
 
 def log(message: str) -> None:
@@ -86,10 +86,7 @@ def derived_seed(*parts: Any) -> int:
 
 
 def run_config(cfg: TrainConfig, seed: int) -> RunConfig:
-    return RunConfig(backend="local", model=cfg.model, temperature=cfg.temperature, top_p=cfg.top_p,
-                     max_new_tokens=cfg.max_new_tokens, max_context=cfg.max_context,
-                     max_turns=cfg.max_turns, seed=seed, jobs=cfg.gen_batch, few_shot=cfg.few_shot,
-                     tool_prefill=cfg.tool_prefill, tool_format=cfg.tool_format, device=cfg.device)
+    return RunConfig(backend="local", model=cfg.model, seed=seed, **episode_values(cfg))
 
 
 def shard_samples(samples: list[Sample], rank: int, world: int) -> list[Sample]:
@@ -176,7 +173,7 @@ class Trainer:
         module = self.policy.module
         module.eval()
         return LocalGenerator(module, self.policy.tokenizer, run_config(self.cfg, seed).sampling,
-                              seed=seed, max_batch=self.cfg.gen_batch).generate
+                              seed=seed, max_batch=self.cfg.jobs).generate
 
     def generate(self, task_ids: list[str], round_: int) -> list[Group]:
         """G episodes per task: each rank runs its share, then all ranks hold all groups."""

@@ -9,6 +9,7 @@ from endstate.core.cli import (
     CONTEXT_SETTINGS,
     domains_option,
     env_domain_dirs,
+    judge_options,
     quiet_option,
     run,
     skip_invalid_option,
@@ -16,14 +17,14 @@ from endstate.core.cli import (
     version_option,
 )
 from endstate.core.domain import Domains
+from endstate.core.errors import EXIT_CODES_HELP
+from endstate.core.grader import Grader
+from endstate.core.judge import Judge
 from endstate.core.records import SkipLog, dumps
-from endstate.core.stdio import records_out
-from endstate.grade.cli import judge_options
-from endstate.grade.grader import Grader
-from endstate.grade.judge import Judge
-from endstate.rollout.options import run_options
-from endstate.rollout.runner import (
+from endstate.core.run_options import run_options
+from endstate.core.runtime import (
     ATTEMPT_COUNTS,
+    attempt_record,
     build_backend,
     done_keys,
     episodes_path_writer,
@@ -32,18 +33,11 @@ from endstate.rollout.runner import (
     run_episodes,
     shard_of,
 )
+from endstate.core.stdio import records_out
 
 
-def attempt_record(graded: dict) -> dict:
-    """The attempt record (schemas/attempt.schema.json) of a graded episode."""
-    return {"task_id": graded["task_id"], "domain": graded["domain"], "attempt": graded["attempt"],
-            "reward": graded["reward"], "status": graded["status"],
-            "model": graded["policy"].get("model"), "usage": graded["usage"],
-            "cost_usd": graded["cost_usd"], "episode_id": graded["episode_id"],
-            "error": graded.get("error")}
-
-
-@click.command(context_settings=CONTEXT_SETTINGS)
+@click.command(context_settings=CONTEXT_SETTINGS,
+             epilog=EXIT_CODES_HELP)
 @version_option
 @click.argument("task_files", nargs=-1, type=click.Path(allow_dash=True))
 @click.option("-n", "--repeats", type=int, default=4, show_default=True, help="Attempts per task.")

@@ -20,11 +20,11 @@ from endstate.core.cli import (
     version_option,
 )
 from endstate.core.domain import Domains
-from endstate.core.errors import ExitCode
+from endstate.core.errors import EXIT_CODES_HELP, ExitCode
 from endstate.core.interpret import parse
 from endstate.core.records import SkipLog, dumps, read_jsonl
-from endstate.rollout.options import run_options
-from endstate.rollout.runner import (
+from endstate.core.run_options import run_options
+from endstate.core.runtime import (
     build_backend,
     done_keys,
     load_tasks,
@@ -34,7 +34,8 @@ from endstate.rollout.runner import (
 )
 
 
-@click.group(cls=DefaultGroup, default="run", context_settings=CONTEXT_SETTINGS)
+@click.group(cls=DefaultGroup, default="run", context_settings=CONTEXT_SETTINGS,
+             epilog=EXIT_CODES_HELP)
 @version_option
 def cli():
     """Run agent episodes, or audit how their output was interpreted.
@@ -119,7 +120,7 @@ def parity(episodes):
                 stdio.echo(f"{loc}: {episode['episode_id']} message {i}: " + "; ".join(problems))
     click.echo(f"parity: {turns} turn(s), {mismatches} mismatch(es)", err=True)
     if mismatches:
-        sys.exit(ExitCode.FAILED)
+        sys.exit(ExitCode.NO)
 
 
 @cli.command("serve-mcp")

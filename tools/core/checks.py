@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from endstate.core import match
 from endstate.core.domain import Domain, Table
 from endstate.core.errors import EndstateError
+from endstate.core.judge import Judge
 from endstate.core.sandbox import Changes, key_text
-from endstate.grade import match
-from endstate.grade.judge import Judge
 
 
 class TaskError(EndstateError):

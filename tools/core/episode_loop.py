@@ -18,11 +18,10 @@ from typing import Any
 import orjson
 
 from endstate.core.agents import (
-    ChatBackend,
+    AgentBackend,
     ContextOverflow,
     EndpointFailure,
     Endpoints,
-    TokenBackend,
     usage_of,
 )
 from endstate.core.domain import Domain
@@ -99,7 +98,7 @@ class EpisodeSpec:
     max_turns: int | None = None
 
 
-async def run_episode(spec: EpisodeSpec, backend: ChatBackend | TokenBackend,
+async def run_episode(spec: EpisodeSpec, backend: AgentBackend,
                       user: ScriptedUser | LLMUser,
                       price: Callable[[dict[str, dict[str, int]]], float | None]) -> dict[str, Any]:
     """Run one episode and return its record (schemas/episode.schema.json)."""

@@ -17,6 +17,7 @@ import orjson
 
 from endstate.core import stdio
 from endstate.core.agents import (
+    AgentBackend,
     ChatBackend,
     Endpoints,
     RetryPolicy,
@@ -25,38 +26,30 @@ from endstate.core.agents import (
     completions_sampler,
 )
 from endstate.core.domain import Domains
+from endstate.core.episode_loop import EpisodeSpec, LLMUser, ScriptedUser, run_episode
 from endstate.core.errors import EndstateError
 from endstate.core.interpret import INTERPRETER_VERSION
 from endstate.core.local_model import EMBEDDED, LocalGenerator, Sampling, load, resolve_model
 from endstate.core.progress import Progress, episode_counts, episode_tokens
 from endstate.core.records import Loc, SkipLog, fail, read_jsonl
+from endstate.core.settings import EpisodeSettings
 from endstate.core.trace import ChatTemplate
-from endstate.rollout.episode import EpisodeSpec, LLMUser, ScriptedUser, run_episode
-
-BACKENDS = ("local", "completions", "chat")
 
 
 @dataclass
-class RunConfig:
+class RunConfig(EpisodeSettings):
+    """How rollout and probe run episodes: the shared episode settings (core.settings), plus the
+    backend, endpoints, simulated user and prices."""
+
     backend: str = "local"
     model: str = EMBEDDED
     tokenizer: str | None = None
     agent_urls: list[str] = field(default_factory=list)
     api_key: str = "EMPTY"
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 256
-    max_context: int = 8192
-    max_turns: int | None = None
     seed: int | None = 0  # None: no seed is sent to endpoints (local generation uses 0)
-    jobs: int = 8
     procs: int = 1  # processes running episodes, each its own event loop (endpoint backends)
     timeout: float = 60.0
     retries: int = 4
-    few_shot: bool = True
-    tool_prefill: bool | None = None  # None: on for the embedded model on the local backend
-    tool_format: str | None = None  # None: signatures for the embedded model on the local backend
-    device: str = "cpu"
     user: str = "scripted"
     user_urls: list[str] = field(default_factory=list)
     user_model: str | None = None
@@ -93,28 +86,45 @@ class RunConfig:
         return self.tool_format
 
 
-def build_backend(cfg: RunConfig, model_and_tokenizer=None) -> ChatBackend | TokenBackend:
-    """The agent backend for `cfg`. `model_and_tokenizer` lets grpo pass its live policy."""
-    retry = RetryPolicy(attempts=cfg.retries)
-    if cfg.backend == "chat":
-        if not cfg.agent_urls:
-            raise EndstateError("--backend chat needs --agent-url (or ENDSTATE_AGENT_URLS)")
-        return ChatBackend(Endpoints(cfg.agent_urls, cfg.api_key, cfg.timeout, retry), cfg.model,
-                           cfg.sampling, cfg.seed, cfg.few_shot)
-    if cfg.backend == "completions":
-        if not cfg.agent_urls:
-            raise EndstateError("--backend completions needs --agent-url (or ENDSTATE_AGENT_URLS)")
-        from transformers import AutoTokenizer
+# -- backends: name -> factory -------------------------------------------------------------------
 
-        tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.tokenizer or EMBEDDED))
-        sample = completions_sampler(Endpoints(cfg.agent_urls, cfg.api_key, cfg.timeout, retry),
-                                     cfg.model, cfg.sampling, cfg.seed, tokenizer.eos_token_id)
-        return TokenBackend(ChatTemplate(tokenizer), sample, cfg.sampling, cfg.max_context,
-                            cfg.few_shot, cfg.prefill, cfg.tools_in_prompt)
+def _endpoints(cfg: RunConfig) -> Endpoints:
+    if not cfg.agent_urls:
+        raise EndstateError(f"--backend {cfg.backend} needs --agent-url (or ENDSTATE_AGENT_URLS)")
+    return Endpoints(cfg.agent_urls, cfg.api_key, cfg.timeout, RetryPolicy(attempts=cfg.retries))
+
+
+def _chat_backend(cfg: RunConfig, model_and_tokenizer=None) -> AgentBackend:
+    """Chat completions with native tools: the endpoint renders and parses."""
+    return ChatBackend(_endpoints(cfg), cfg.model, cfg.sampling, cfg.seed, cfg.few_shot)
+
+
+def _completions_backend(cfg: RunConfig, model_and_tokenizer=None) -> AgentBackend:
+    """Token-in/token-out against an endpoint: endstate renders and interprets."""
+    from transformers import AutoTokenizer
+
+    endpoints = _endpoints(cfg)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.tokenizer or EMBEDDED))
+    sample = completions_sampler(endpoints, cfg.model, cfg.sampling, cfg.seed, tokenizer.eos_token_id)
+    return TokenBackend(ChatTemplate(tokenizer), sample, cfg.sampling, cfg.max_context,
+                        cfg.few_shot, cfg.prefill, cfg.tools_in_prompt)
+
+
+def _local_backend(cfg: RunConfig, model_and_tokenizer=None) -> AgentBackend:
+    """In-process transformers; grpo passes its live policy as `model_and_tokenizer`."""
     model, tokenizer = model_and_tokenizer or load(resolve_model(cfg.model), cfg.device)
     generator = LocalGenerator(model, tokenizer, cfg.sampling, seed=cfg.seed or 0, max_batch=cfg.jobs)
     return TokenBackend(ChatTemplate(tokenizer), generator.submit, cfg.sampling, cfg.max_context,
                         cfg.few_shot, cfg.prefill, cfg.tools_in_prompt)
+
+
+BACKENDS: dict[str, Callable[..., AgentBackend]] = {
+    "local": _local_backend, "completions": _completions_backend, "chat": _chat_backend}
+
+
+def build_backend(cfg: RunConfig, model_and_tokenizer=None) -> AgentBackend:
+    """The agent backend `cfg.backend` names."""
+    return BACKENDS[cfg.backend](cfg, model_and_tokenizer)
 
 
 def price_of(cfg: RunConfig) -> Callable[[dict[str, dict[str, int]]], float | None]:
@@ -211,10 +221,19 @@ def load_tasks(paths: Iterable[str], skip: SkipLog | None) -> list[dict[str, Any
     return tasks
 
 
+def attempt_record(graded: dict) -> dict:
+    """The attempt record (schemas/attempt.schema.json) of a graded episode."""
+    return {"task_id": graded["task_id"], "domain": graded["domain"], "attempt": graded["attempt"],
+            "reward": graded["reward"], "status": graded["status"],
+            "model": graded["policy"].get("model"), "usage": graded["usage"],
+            "cost_usd": graded["cost_usd"], "episode_id": graded["episode_id"],
+            "error": graded.get("error")}
+
+
 # -- running --------------------------------------------------------------------------------------
 
 async def run_all(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains,
-                  backend: ChatBackend | TokenBackend,
+                  backend: AgentBackend,
                   on_episode: Callable[[dict[str, Any], dict[str, Any]], Awaitable[Any] | Any],
                   progress: Progress) -> None:
     """Run every (task, attempt) with at most cfg.jobs in flight; `on_episode(task, episode)` is
@@ -259,7 +278,7 @@ def _advance(progress: Progress, record: dict[str, Any]) -> None:
 
 
 def run_episodes(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains,
-                 backend: ChatBackend | TokenBackend | None, on_episode: OnEpisode,
+                 backend: AgentBackend | None, on_episode: OnEpisode,
                  what: str = "rollout", quiet: bool = False,
                  counts: tuple[str, ...] = EPISODE_COUNTS) -> None:
     """Run every key in this process's event loop or, with cfg.procs > 1, split over that many

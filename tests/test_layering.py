@@ -1,0 +1,48 @@
+"""The layering rule, read from the source: a tool package imports only endstate.core and its own
+modules; core imports no tool; a domain imports only core. What two tools share lives in core."""
+
+import ast
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+TOOLS = ("grade", "bucket", "evalstats", "rollout", "probe", "grpo")
+
+
+def endstate_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, second component) of every `endstate.X` import in the file; "" for `endstate` itself."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "endstate":
+                found.append((node.lineno, parts[1] if len(parts) > 1 else ""))
+    return found
+
+
+def allowed(package: str) -> set[str]:
+    return {"", "core"} | ({package} if package in TOOLS else set())
+
+
+@pytest.mark.parametrize("package", [*TOOLS, "core"])
+def test_a_package_imports_only_core_and_itself(package):
+    wrong = [f"{path.relative_to(ROOT)}:{line}: imports endstate.{name}"
+             for path in sorted((ROOT / "tools" / package).rglob("*.py"))
+             for line, name in endstate_imports(path) if name not in allowed(package)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_domains_import_only_core():
+    wrong = [f"{path.relative_to(ROOT)}:{line}: imports endstate.{name}"
+             for path in sorted((ROOT / "domains").rglob("*.py"))
+             for line, name in endstate_imports(path) if name not in {"", "core"}]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_rule_sees_a_violation(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os\nfrom endstate.rollout.cli import main\nimport endstate.grade.cli\n")
+    assert [n for _, n in endstate_imports(bad)] == ["rollout", "grade"]

@@ -1,0 +1,123 @@
+"""Grading: rebuild an episode's terminal state from seed + init + its recorded diff, lock it
+read-only, run every check. Reward is 1 exactly when all checks pass."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from endstate import TASKS_DIR, __version__
+from endstate.core.checks import KINDS, Context, TaskError
+from endstate.core.domain import Domains
+from endstate.core.episode import replay
+from endstate.core.errors import EndstateError
+from endstate.core.judge import Judge, JudgeError
+from endstate.core.records import Loc, SkipLog, read_jsonl
+from endstate.core.sandbox import Changes, Sandbox
+
+
+class TaskIndex:
+    """Task definitions by id: from --tasks files, else from the built-in suites and the `tasks/`
+    folder of every visible domain."""
+
+    def __init__(self, domains: Domains, files: Sequence[str] = (), skip: SkipLog | None = None):
+        self.domains = domains
+        self.by_id: dict[str, dict[str, Any]] = {}
+        self.where: dict[str, Loc] = {}
+        paths = list(files) or builtin_task_files(domains)
+        for loc, task in read_jsonl([str(p) for p in paths], "task", skip=skip):
+            if task["id"] in self.by_id:
+                raise EndstateError(f"{loc}: task id {task['id']!r} is already defined at "
+                                    f"{self.where[task['id']]}; task ids must be unique")
+            self.by_id[task["id"]] = task
+            self.where[task["id"]] = loc
+
+    def get(self, task_id: str) -> dict[str, Any] | None:
+        return self.by_id.get(task_id)
+
+    def __iter__(self):
+        return iter(self.by_id.values())
+
+
+def builtin_task_files(domains: Domains) -> list[str]:
+    files = sorted(TASKS_DIR.rglob("*.jsonl"))
+    for d in domains:
+        files += sorted((d.path / "tasks").glob("*.jsonl"))
+    return [str(f) for f in files]
+
+
+@dataclass
+class Grader:
+    domains: Domains
+    judge: Judge | None = None
+    _gold: dict[str, Changes] = field(default_factory=dict)
+
+    def gold_changes(self, task: dict[str, Any]) -> Changes:
+        if task["id"] not in self._gold:
+            domain = self.domains[task["domain"]]
+            self._gold[task["id"]] = replay(domain, task, task.get("gold", []))["changes"]
+        return self._gold[task["id"]]
+
+    def check(self, task: dict[str, Any], changes: Changes, messages: list[dict[str, Any]],
+              *, judge_optional: bool = False) -> list[dict[str, Any]]:
+        """Results of every check of `task` on the terminal state seed + init + `changes`.
+
+        Judge checks run last and only while every other check passes: a reward that is already 0
+        does not buy a judge call. Raises JudgeError when the judge cannot answer. With
+        `judge_optional` and no judge, judge checks are left unanswered (passed None).
+        """
+        domain = self.domains[task["domain"]]
+        sandbox = Sandbox(domain, task.get("init"))
+        sandbox.apply_changes(changes)
+        with sandbox, sandbox.read_only() as conn:
+            ctx = Context(domain, task, conn, changes, messages,
+                          lambda: self.gold_changes(task), self.judge)
+            order = sorted(range(len(task["checks"])), key=lambda i: task["checks"][i]["kind"] == "judge")
+            results: list[dict[str, Any] | None] = [None] * len(order)
+            for i in order:
+                check = task["checks"][i]
+                cid = check.get("id") or f"{i}:{check['kind']}"
+                if check["kind"] == "judge" and (
+                        any(r and r["passed"] is False for r in results)
+                        or (judge_optional and self.judge is None)):
+                    results[i] = {"id": cid, "kind": "judge", "passed": None, "detail": (
+                        "not asked: no judge configured" if self.judge is None
+                        else "not asked: another check already failed")}
+                    continue
+                try:
+                    passed, detail = KINDS[check["kind"]](check, ctx)
+                except TaskError as e:
+                    raise TaskError(f"task {task['id']} check {cid}: {e.message}") from None
+                results[i] = {"id": cid, "kind": check["kind"], "passed": passed, "detail": detail}
+        return results
+
+    def grade(self, episode: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
+        """The graded episode: reward 1/0, or null (with status system_error) when the episode or
+        its judge failed for reasons outside the agent."""
+        graded = dict(episode)
+        graded["grader"] = {"version": __version__, "judge_model": self.judge.model if self.judge else None}
+        if episode["status"] == "system_error":
+            return {**graded, "reward": None, "checks": []}
+        domain = self.domains[task["domain"]]
+        if episode["seed_digest"] != domain.seed()[1]:
+            raise EndstateError(f"episode {episode['episode_id']} was recorded on seed "
+                                f"{episode['seed_digest'][:19]}… but domain {domain.name} now seeds "
+                                f"{domain.seed()[1][:19]}…: re-run it, or grade with that domain version")
+        before = dict(self.judge.usage) if self.judge else None
+        try:
+            results = self.check(task, episode["changes"], episode["messages"])
+        except JudgeError as e:
+            return {**graded, "status": "system_error", "error": {"kind": "judge", "message": str(e)},
+                    "reward": None, "checks": []}
+        if self.judge:
+            usage = {k: self.judge.usage[k] - before[k] for k in before}
+            graded["usage"] = {**episode.get("usage", {}), "judge": usage}
+        return {**graded, "reward": reward(results), "checks": results}
+
+
+def reward(results: list[dict[str, Any]]) -> int:
+    """1 when every check passed. A check left unanswered (None) is a pass only when the others
+    passed too, which is how it came to be asked in the first place."""
+    return int(all(r["passed"] is not False for r in results))
+
