@@ -46,3 +46,26 @@ def test_the_rule_sees_a_violation(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("import os\nfrom endstate.rollout.cli import main\nimport endstate.grade.cli\n")
     assert [n for _, n in endstate_imports(bad)] == ["rollout", "grade"]
+
+
+def test_every_flag_is_documented():
+    """docs/cli.md holds the shared vocabulary; a tool's own flags are in its page (grpo's as
+    config keys, probe's in rollout.md)."""
+    import importlib
+    import re
+
+    import click
+
+    missing = []
+    for tool in TOOLS:
+        cli = importlib.import_module(f"endstate.{tool}.cli").cli
+        commands = [cli, *cli.commands.values()] if isinstance(cli, click.Group) else [cli]
+        page = ROOT / "docs" / f"{'rollout' if tool == 'probe' else tool}.md"
+        docs = (ROOT / "docs" / "cli.md").read_text() + page.read_text()
+        for command in commands:
+            for p in command.params:
+                flag = max(p.opts, key=len) if isinstance(p, click.Option) else None
+                if flag and not re.search(re.escape(flag) + r"(?![\w-])", docs) \
+                        and f"`{p.name}`" not in docs:
+                    missing.append(f"{tool} {command.name}: {flag}")
+    assert not missing, "undocumented flags:\n" + "\n".join(missing)

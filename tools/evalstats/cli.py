@@ -98,7 +98,7 @@ def summary(files, by_fields, ks, cluster, prices, expect_tasks, expect_repeats,
     Examples (from the repository root):
       evalstats schemas/examples/attempt.json | jq .overall.pass_at_1
       evalstats --by domain --k 1,5,20 --format table eval.jsonl
-      evalstats --expect-tasks tasks/bench.jsonl --expect-repeats 20 eval.jsonl > metrics.json
+      evalstats --expect-tasks tasks/bench/retail.jsonl --expect-repeats 20 eval.jsonl > metrics.json
     """
     if (expect_tasks is None) != (expect_repeats is None):
         raise click.UsageError("--expect-tasks and --expect-repeats go together, e.g. "
@@ -174,17 +174,18 @@ def _write(report: dict, fmt: str, table) -> None:
 @cli.command()
 @click.argument("base", type=click.Path(dir_okay=False, allow_dash=True))
 @click.argument("new", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--by", "by_field", metavar="FIELD",
-              help="Also compare per value of this field (e.g. domain), as by_FIELD.")
-@click.option("--k", "k", type=click.IntRange(1),
-              help="k of pass@k.  [default: the largest common repeat count]")
+@click.option("--by", "by_fields", multiple=True, metavar="FIELD",
+              help="Also compare per value of this attempt field, as by_FIELD (repeatable).")
+@click.option("--k", "ks", callback=_ks, metavar="K",
+              help="k of pass@k (one k: a paired comparison is at one k).  [default: the largest "
+              "common repeat count]")
 @format_option
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
               help="PNG: group × metric heatmap of NEW - BASE.")
 @workers_option
 @skip_invalid_option
 @verbose_option
-def compare(base, new, by_field, k, fmt, plot_file, workers, skip_invalid):
+def compare(base, new, by_fields, ks, fmt, plot_file, workers, skip_invalid):
     """Paired comparison of NEW against BASE (attempt JSONL files) on their common tasks.
 
     Δpass@1 is the mean per-task difference of success rates with the paired standard
@@ -199,15 +200,17 @@ def compare(base, new, by_field, k, fmt, plot_file, workers, skip_invalid):
     """
     if base == "-" and new == "-":
         raise click.UsageError("only one of BASE and NEW can be stdin (-)")
+    if ks and len(ks) > 1:
+        raise click.UsageError(f"--k {','.join(map(str, ks))}: compare reports pass@k at one k")
     skip = SkipLog() if skip_invalid else None
-    fields = [by_field] if by_field else []
-    sides = [_tally([path], fields, {}, False, skip, workers) for path in (base, new)]
+    sides = [_tally([path], list(by_fields), {}, False, skip, workers) for path in (base, new)]
     try:
-        report = compare_runs(*(M.group_tasks(t).get("overall", {}) for t in sides), k)
-        if by_field:
-            b, n = (M.group_tasks(t, by_field) for t in sides)
-            report[f"by_{by_field}"] = {name: compare_runs(b[name], n[name], report["pass_at_k"]["k"])
-                                        for name in sorted(set(b) & set(n))}
+        report = compare_runs(*(M.group_tasks(t).get("overall", {}) for t in sides),
+                              ks[0] if ks else None)
+        for field in by_fields:
+            b, n = (M.group_tasks(t, field) for t in sides)
+            report[f"by_{field}"] = {name: compare_runs(b[name], n[name], report["pass_at_k"]["k"])
+                                     for name in sorted(set(b) & set(n))}
     except M.KTooLarge as e:
         raise EndstateError(f"--k {e.k}: task {e.task_id!r} has only {e.n} clean attempt(s) in one "
                             f"of the runs; use k <= {e.n}", ExitCode.USAGE) from None

@@ -19,6 +19,8 @@ HELP = {
     "model": "Local HF model folder, or `embedded` (SmolLM2-135M-Instruct).",
     "out": "Run folder: metrics.jsonl, attempts.jsonl, config.json, checkpoints/.",
     "domains": "Extra domain folder (repeatable); also $ENDSTATE_DOMAINS.",
+    "skip_invalid": "Use the pool's valid tasks and report the invalid lines on stderr instead "
+                    "of stopping.",
     "steps": "Optimizer steps.", "batch_tasks": "B: informative groups per step.",
     "group_size": "G: rollouts per task.", "std_norm": "Divide advantages by the group std (+ε).",
     "adv_eps": "ε in the advantage denominator.", "clip_low": "ε_low of the clipped surrogate.",
@@ -107,10 +109,10 @@ def train(config_file, dry_run, quiet, **flags):
 def dry_run_report(cfg, args: list[str]) -> None:
     """Check pool, model, output folder, DeepSpeed config and divisibility; print and exit 0."""
     from endstate.core.local_model import resolve_model
-    from endstate.core.runtime import load_tasks
+    from endstate.grpo.config import pool_tasks
     from endstate.grpo.engine import resolve_ds_config
 
-    tasks = load_tasks([cfg.pool], None)
+    tasks = pool_tasks(cfg)
     if not tasks:
         raise EndstateError(f"{cfg.pool}: no tasks in the pool")
     model = resolve_model(cfg.model)

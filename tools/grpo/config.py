@@ -27,6 +27,7 @@ class TrainConfig(EpisodeSettings):
     model: str = "embedded"  # a local HF folder, or `embedded` (SmolLM2-135M-Instruct)
     out: str = "runs/grpo"
     domains: list[str] = field(default_factory=list)
+    skip_invalid: bool = False  # train on the pool's valid tasks, listing the invalid lines
     # the algorithm
     steps: int = 50
     batch_tasks: int = 18  # B: informative groups per step
@@ -122,6 +123,18 @@ def resolve(yaml_path: str | None, flags: dict[str, Any]) -> TrainConfig:
     cfg = TrainConfig(**values)
     cfg.validate()
     return cfg
+
+
+def pool_tasks(cfg: TrainConfig) -> list[dict[str, Any]]:
+    """The pool's tasks, read as every tool reads tasks (--skip-invalid reports what it passed)."""
+    from endstate.core.records import SkipLog
+    from endstate.core.runtime import load_tasks
+
+    skip = SkipLog() if cfg.skip_invalid else None
+    tasks = load_tasks([cfg.pool], skip)
+    if skip:
+        skip.report()
+    return tasks
 
 
 def launch_command(cfg: TrainConfig, args: list[str]) -> str:

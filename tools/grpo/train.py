@@ -57,7 +57,7 @@ from endstate.core.grader import Grader
 from endstate.core.local_model import LocalGenerator, resolve_model
 from endstate.core.progress import Progress, note
 from endstate.core.records import dumps
-from endstate.core.runtime import RunConfig, attempt_record, load_tasks
+from endstate.core.runtime import RunConfig, attempt_record
 from endstate.core.settings import episode_values
 from endstate.core.trace import ChatTemplate
 from endstate.grpo.algorithm import group_advantages, normalizer
@@ -69,7 +69,7 @@ from endstate.grpo.checkpoint import (
     save_checkpoint,
     truncate_log,
 )
-from endstate.grpo.config import TrainConfig
+from endstate.grpo.config import TrainConfig, pool_tasks
 from endstate.grpo.engine import LossConfig, Policy, ds_config, init_distributed, resolve_ds_config
 from endstate.grpo.retire import Retirement
 from endstate.grpo.rollouts import run_groups
@@ -109,7 +109,7 @@ class Trainer:
                 raise EndstateError(f"batch_tasks × group_size is not divisible by {self.world} ranks")
         self.out = Path(cfg.out)
         self.domains = Domains([*cfg.domains, *env_domain_dirs()])
-        self.tasks = {t["id"]: t for t in load_tasks([cfg.pool], None)}
+        self.tasks = {t["id"]: t for t in pool_tasks(cfg)}
         if not self.tasks:
             raise EndstateError(f"{cfg.pool}: no tasks in the pool")
         for t in self.tasks.values():

@@ -85,8 +85,10 @@ def run_cmd(task_files, repeats, resume, cfg, shard, domain_dirs, skip_invalid, 
 
 @cli.command()
 @click.argument("episodes", nargs=-1, type=click.Path(allow_dash=True))
+@domains_option
+@skip_invalid_option
 @verbose_option
-def parity(episodes):
+def parity(episodes, domain_dirs, skip_invalid):
     """Re-interpret every recorded raw completion with this endstate's interpreter and compare
     tool names, typed arguments, reasoning and text with what the episode recorded (what the
     serving endpoint parsed, for the chat backend). Prints mismatches per turn; exit 1 if any.
@@ -96,8 +98,9 @@ def parity(episodes):
       rollout parity episodes.jsonl && echo "training and serving read the model alike"
     """
     mismatches = turns = 0
-    domains = Domains(env_domain_dirs())
-    for loc, episode in read_jsonl(list(episodes), "episode"):
+    skip = SkipLog() if skip_invalid else None
+    domains = Domains([*domain_dirs, *env_domain_dirs()])
+    for loc, episode in read_jsonl(list(episodes), "episode", skip=skip):
         tools = domains[episode["domain"]].tools if episode["domain"] in domains.by_name else {}
         params = {n: t.parameters for n, t in tools.items()}
         for i, m in enumerate(episode["messages"]):
@@ -118,6 +121,8 @@ def parity(episodes):
             if problems:
                 mismatches += 1
                 stdio.echo(f"{loc}: {episode['episode_id']} message {i}: " + "; ".join(problems))
+    if skip:
+        skip.report()
     click.echo(f"parity: {turns} turn(s), {mismatches} mismatch(es)", err=True)
     if mismatches:
         sys.exit(ExitCode.NO)
@@ -131,8 +136,9 @@ def parity(episodes):
 @click.option("--attempt", type=click.IntRange(0), default=0, show_default=True,
               help="Attempt number recorded in the episode.")
 @domains_option
+@skip_invalid_option
 @verbose_option
-def serve_mcp(task_file, task_id, out_file, attempt, domain_dirs):
+def serve_mcp(task_file, task_id, out_file, attempt, domain_dirs, skip_invalid):
     """Serve a fresh sandbox of one task as an MCP server over stdio: the task's tools with their
     JSON schemas, results as text. When the client ends the session the episode (with its
     database diff) is appended to --out, ready for `grade`. Needs: pip install 'endstate[mcp]'.
@@ -145,7 +151,10 @@ def serve_mcp(task_file, task_id, out_file, attempt, domain_dirs):
     from endstate.rollout.mcp_server import serve_stdio
 
     domains = Domains([*domain_dirs, *env_domain_dirs()])
-    tasks = load_tasks([task_file], None)
+    skip = SkipLog() if skip_invalid else None
+    tasks = load_tasks([task_file], skip)
+    if skip:
+        skip.report()
     if task_id is None and len(tasks) != 1:
         raise click.UsageError(f"{task_file} has {len(tasks)} tasks: pick one with --task ID")
     matches = [t for t in tasks if task_id is None or t["id"] == task_id]
