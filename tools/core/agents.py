@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import orjson
 
 from endstate.core.domain import Domain
+from endstate.core.episode_record import assistant_message, tool_result_message
 from endstate.core.errors import EndstateError
 from endstate.core.http import HttpClient, ProtocolError
 from endstate.core.interpret import (
@@ -191,11 +192,9 @@ class FewShot:
         call_id = f"example_{i}"
         return [
             {"role": "user", "content": self.user},
-            {"role": "assistant", "content": render_call(self.tool, self.arguments),
-             "tool_calls": [{"id": call_id, "type": "function", "function": {
-                 "name": self.tool, "arguments": orjson.dumps(self.arguments).decode()}}]},
-            {"role": "tool", "tool_call_id": call_id, "name": self.tool,
-             "content": orjson.dumps(self.result).decode()},
+            assistant_message(render_call(self.tool, self.arguments),
+                              [(call_id, self.tool, self.arguments)]),
+            tool_result_message(call_id, self.tool, orjson.dumps(self.result).decode()),
             {"role": "assistant", "content": self.reply},
         ]
 

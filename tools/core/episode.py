@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from endstate.core.domain import Domain
+from endstate.core.episode_record import assistant_message, new_episode, tool_result_message
 from endstate.core.sandbox import Sandbox
 
 Step = dict[str, Any]  # {"tool": name, "args": {...}} or {"say": text}
@@ -33,27 +34,14 @@ def replay(domain: Domain, task: dict[str, Any], steps: list[Step]) -> dict[str,
                 continue
             call_id = f"call_{i}"
             result = sandbox.call(step["tool"], step["args"])
-            messages.append({"role": "assistant", "content": None, "tool_calls": [
-                {"id": call_id, "type": "function",
-                 "function": {"name": step["tool"], "arguments": orjson.dumps(step["args"]).decode()}}]})
-            messages.append({"role": "tool", "tool_call_id": call_id, "name": step["tool"],
-                             "content": result.content})
+            messages.append(assistant_message(None, [(call_id, step["tool"], step["args"])]))
+            messages.append(tool_result_message(call_id, step["tool"], result.content))
         digest = hashlib.sha256(orjson.dumps(steps)).hexdigest()[:12]
-        return {
-            "episode_id": f"{task['id']}/replay/{digest}",
-            "task_id": task["id"],
-            "domain": domain.name,
-            "attempt": 0,
-            "policy": {"model": "replay", "backend": "replay"},
-            "status": "ok",
-            "error": None,
-            "termination": "replay",
-            "messages": messages,
-            "changes": sandbox.changes(),
-            "seed_digest": sandbox.seed_digest,
-            "usage": {},
-            "cost_usd": 0.0,
-        }
+        return new_episode(
+            episode_id=f"{task['id']}/replay/{digest}", task_id=task["id"], domain=domain.name,
+            attempt=0, policy={"model": "replay", "backend": "replay"}, status="ok",
+            termination="replay", messages=messages, changes=sandbox.changes(),
+            seed_digest=sandbox.seed_digest, usage={}, cost_usd=0.0)
 
 
 def failed_calls(episode: dict[str, Any]) -> list[str]:

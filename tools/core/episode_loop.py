@@ -10,12 +10,9 @@ state it left. Endpoint failures after bounded retries make the episode a `syste
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-import orjson
 
 from endstate.core.agents import (
     AgentBackend,
@@ -25,6 +22,12 @@ from endstate.core.agents import (
     usage_of,
 )
 from endstate.core.domain import Domain
+from endstate.core.episode_record import (
+    assistant_message,
+    episode_id,
+    new_episode,
+    tool_result_message,
+)
 from endstate.core.sandbox import Sandbox
 
 STOP = "###STOP###"  # the simulated user's way of ending the conversation
@@ -124,22 +127,20 @@ async def run_episode(spec: EpisodeSpec, backend: AgentBackend,
                 if turn.trace_turn is not None:
                     turns.append(turn.trace_turn)
                 p = turn.parsed
-                message: dict[str, Any] = {"role": "assistant", "content": p.content or None}
+                extra: dict[str, Any] = {}
                 if p.reasoning:
-                    message["reasoning"] = p.reasoning
+                    extra["reasoning"] = p.reasoning
                 if turn.raw is not None:
-                    message["raw"] = turn.raw
+                    extra["raw"] = turn.raw
                 if p.parse_error:
-                    message["parse_error"] = p.parse_error
+                    extra["parse_error"] = p.parse_error
                 calls = [(f"call_{n}_{i}", c) for i, c in enumerate(p.tool_calls)]
-                if calls:
-                    message["tool_calls"] = [{"id": cid, "type": "function", "function": {
-                        "name": c.name, "arguments": orjson.dumps(c.arguments).decode()}} for cid, c in calls]
-                messages.append(message)
+                messages.append(assistant_message(
+                    p.content or None, [(cid, c.name, c.arguments) for cid, c in calls], **extra))
                 if calls:
                     t = time.perf_counter()
-                    results = [{"role": "tool", "tool_call_id": cid, "name": c.name,
-                                "content": sandbox.call(c.name, c.arguments).content} for cid, c in calls]
+                    results = [tool_result_message(cid, c.name, sandbox.call(c.name, c.arguments).content)
+                               for cid, c in calls]
                     timing["tools_s"] += time.perf_counter() - t
                     messages += results
                     session.observe(results)
@@ -165,11 +166,10 @@ async def run_episode(spec: EpisodeSpec, backend: AgentBackend,
         seed_digest = sandbox.seed_digest
     usage = {"agent": agent_usage, "user": dict(user.usage)}
     timing["total_s"] = time.perf_counter() - started
-    return {
-        "episode_id": f"{task['id']}/{spec.attempt}/{uuid.uuid4().hex[:8]}",
-        "task_id": task["id"], "domain": spec.domain.name, "attempt": spec.attempt,
-        "policy": spec.policy, "status": status, "error": error, "termination": termination,
-        "messages": messages, "turns": turns, "changes": changes, "seed_digest": seed_digest,
-        "usage": usage, "cost_usd": price(usage), "timing": {k: round(v, 4) for k, v in timing.items()},
-    }
+    return new_episode(
+        episode_id=episode_id(task["id"], spec.attempt), task_id=task["id"],
+        domain=spec.domain.name, attempt=spec.attempt, policy=spec.policy, status=status,
+        error=error, termination=termination, messages=messages, turns=turns, changes=changes,
+        seed_digest=seed_digest, usage=usage, cost_usd=price(usage),
+        timing={k: round(v, 4) for k, v in timing.items()})
 

@@ -16,13 +16,18 @@ import io
 import signal
 import sys
 import time
-import uuid
 from typing import Any
 
 import orjson
 
 from endstate.core import stdio
 from endstate.core.domain import Domain
+from endstate.core.episode_record import (
+    assistant_message,
+    episode_id,
+    new_episode,
+    tool_result_message,
+)
 from endstate.core.errors import EndstateError
 from endstate.core.sandbox import Sandbox
 
@@ -56,26 +61,21 @@ class SandboxSession:
         t = time.perf_counter()
         result = self.sandbox.call(name, args)
         self.tools_s += time.perf_counter() - t
-        self.messages.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": call_id, "type": "function",
-             "function": {"name": name, "arguments": orjson.dumps(args).decode()}}]})
-        self.messages.append({"role": "tool", "tool_call_id": call_id, "name": name,
-                              "content": result.content})
+        self.messages.append(assistant_message(None, [(call_id, name, args)]))
+        self.messages.append(tool_result_message(call_id, name, result.content))
         return result.ok, result.content
 
     def record(self) -> dict[str, Any]:
         """The episode record (schemas/episode.schema.json), as rollout writes it."""
         task = self.task
-        return {
-            "episode_id": f"{task['id']}/{self.attempt}/{uuid.uuid4().hex[:8]}",
-            "task_id": task["id"], "domain": self.domain.name, "attempt": self.attempt,
-            "policy": {"model": "mcp-client", "backend": "mcp"}, "status": "ok", "error": None,
-            "termination": "agent_done", "messages": self.messages, "turns": [],
-            "changes": self.sandbox.changes(), "seed_digest": self.sandbox.seed_digest,
-            "usage": {}, "cost_usd": None,
-            "timing": {"tools_s": round(self.tools_s, 4),
-                       "total_s": round(time.perf_counter() - self.started, 4)},
-        }
+        return new_episode(
+            episode_id=episode_id(task["id"], self.attempt), task_id=task["id"],
+            domain=self.domain.name, attempt=self.attempt,
+            policy={"model": "mcp-client", "backend": "mcp"}, status="ok",
+            termination="agent_done", messages=self.messages, turns=[],
+            changes=self.sandbox.changes(), seed_digest=self.sandbox.seed_digest, usage={},
+            cost_usd=None, timing={"tools_s": round(self.tools_s, 4),
+                                   "total_s": round(time.perf_counter() - self.started, 4)})
 
     def close(self) -> None:
         self.sandbox.close()
