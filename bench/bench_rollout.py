@@ -39,7 +39,8 @@ def run(tasks_file: str, url: str, repeats: int, jobs: int, limit: int | None = 
         ) -> tuple[float, float, list[dict]]:
     """(wall, CPU of this process and its episode workers, episodes)."""
     from endstate.core.domain import Domains
-    from endstate.core.runtime import RunConfig, build_backend, load_tasks, plan, run_episodes
+    from endstate.core.runtime import RunConfig, build_backend, run_episodes
+    from endstate.core.tasks import load_tasks, plan
 
     cfg = RunConfig(backend="chat", model="double", agent_urls=[url], jobs=jobs, procs=procs, timeout=30.0)
     keys = plan(load_tasks([tasks_file], None), repeats, set())[:limit]

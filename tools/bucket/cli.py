@@ -17,9 +17,10 @@ from endstate.core.cli import (
     verbose_option,
     version_option,
 )
-from endstate.core.errors import EXIT_CODES_HELP, InputError
+from endstate.core.errors import EXIT_CODES_HELP
 from endstate.core.records import SkipLog, fold_jsonl, read_jsonl, write_jsonl
 from endstate.core.schemas import Attempt
+from endstate.core.tasks import load_tasks
 
 
 def _floats(count: int | None):
@@ -166,13 +167,7 @@ def _import_scipy() -> None:
 
 
 def _read_tasks(path: str, skip: SkipLog | None) -> dict[str, dict]:
-    tasks, where = {}, {}
-    for loc, task in read_jsonl([path], "task", skip=skip):
-        if task["id"] in tasks:
-            raise InputError(f"{loc}: duplicate task id {task['id']!r} (first at "
-                             f"{where[task['id']]}); task ids must be unique")
-        tasks[task["id"]], where[task["id"]] = task, loc
-    return tasks
+    return {task["id"]: task for task in load_tasks([path], skip)}
 
 
 def _emit(records, tasks):

@@ -13,8 +13,9 @@ from endstate.core.domain import Domains
 from endstate.core.episode import replay
 from endstate.core.errors import EndstateError
 from endstate.core.judge import Judge, JudgeError
-from endstate.core.records import Loc, SkipLog, read_jsonl
+from endstate.core.records import Loc, SkipLog
 from endstate.core.sandbox import Changes, Sandbox
+from endstate.core.tasks import read_tasks
 
 
 class TaskIndex:
@@ -26,10 +27,7 @@ class TaskIndex:
         self.by_id: dict[str, dict[str, Any]] = {}
         self.where: dict[str, Loc] = {}
         paths = list(files) or builtin_task_files(domains)
-        for loc, task in read_jsonl([str(p) for p in paths], "task", skip=skip):
-            if task["id"] in self.by_id:
-                raise EndstateError(f"{loc}: task id {task['id']!r} is already defined at "
-                                    f"{self.where[task['id']]}; task ids must be unique")
+        for loc, task in read_tasks([str(p) for p in paths], skip):
             self.by_id[task["id"]] = task
             self.where[task["id"]] = loc
 

@@ -12,8 +12,9 @@ import click
 from endstate.core import settings
 from endstate.core.cli import parse_prices
 from endstate.core.local_model import EMBEDDED
-from endstate.core.runtime import BACKENDS, RunConfig, parse_shard
+from endstate.core.runtime import BACKENDS, RunConfig
 from endstate.core.settings import EpisodeSettings
+from endstate.core.tasks import parse_shard
 
 
 def _urls(values) -> list[str]:

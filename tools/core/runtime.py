@@ -7,12 +7,10 @@ import asyncio
 import dataclasses
 import os
 import signal
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import click
 import orjson
 
 from endstate.core import stdio
@@ -31,7 +29,6 @@ from endstate.core.errors import EndstateError
 from endstate.core.interpret import INTERPRETER_VERSION
 from endstate.core.local_model import EMBEDDED, LocalGenerator, Sampling, load, resolve_model
 from endstate.core.progress import Progress, episode_counts, episode_tokens
-from endstate.core.records import Loc, SkipLog, fail, read_jsonl
 from endstate.core.settings import EpisodeSettings
 from endstate.core.trace import ChatTemplate
 
@@ -151,76 +148,6 @@ def user_maker(cfg: RunConfig) -> Callable[[dict[str, Any]], ScriptedUser | LLMU
     return lambda task: LLMUser(endpoints, cfg.user_model, task["user"]["instruction"], seed=cfg.seed)
 
 
-# -- which keys to run ------------------------------------------------------------------------------
-
-def parse_shard(value: str | None) -> tuple[int, int]:
-    if not value:
-        return 0, 1
-    try:
-        i, n = (int(x) for x in value.split("/"))
-        assert 0 <= i < n
-    except (ValueError, AssertionError):
-        raise click.BadParameter(f"{value!r}: use I/N with 0 <= I < N, e.g. 3/16") from None
-    return i, n
-
-
-def shard_of(tasks: list[dict[str, Any]], shard: tuple[int, int]) -> list[dict[str, Any]]:
-    i, n = shard
-    return [t for k, t in enumerate(tasks) if k % n == i]
-
-
-def done_keys(path: str | None) -> set[tuple[str, int]]:
-    """(task_id, attempt) keys with a clean record in a resume file (attempt or episode records).
-    Keys that only have system errors are not done: resuming re-runs them, and the clean record
-    supersedes the error (bucket and evalstats count clean records)."""
-    if not path or not os.path.exists(path):
-        return set()
-    keys = set()
-    with open(path, "rb") as fh:
-        data = fh.read()
-    lines = data.split(b"\n")
-    for n, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        try:
-            record = orjson.loads(raw)
-            if record.get("status") != "system_error":
-                keys.add((record["task_id"], record["attempt"]))
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            if n == len(lines):  # killed mid-write: the last line is cut off, and not counted
-                click.echo(f"{path}:{n}: ignoring a partial last line", err=True)
-                continue
-            raise EndstateError(f"{path}:{n}: not a record with task_id and attempt; "
-                                "--resume takes this tool's own output") from None
-    return keys
-
-
-def repair_tail(path: str) -> None:
-    """Cut a partial last line (a run killed mid-write) so appended lines stay valid JSONL."""
-    if not os.path.exists(path) or os.path.getsize(path) == 0:
-        return
-    with open(path, "rb+") as fh:
-        data = fh.read()
-        if not data.endswith(b"\n"):
-            fh.truncate(data.rfind(b"\n") + 1)
-            click.echo(f"{path}: removed a partial last line left by an interrupted run", err=True)
-
-
-def plan(tasks: list[dict[str, Any]], n: int, skip: set[tuple[str, int]]) -> list[tuple[dict, int]]:
-    return [(t, a) for t in tasks for a in range(n) if (t["id"], a) not in skip]
-
-
-def load_tasks(paths: Iterable[str], skip: SkipLog | None) -> list[dict[str, Any]]:
-    tasks, seen = [], {}
-    for loc, task in read_jsonl(list(paths), "task", skip=skip):
-        if task["id"] in seen:
-            fail(loc, f"task id {task['id']!r} repeats {seen[task['id']]}", skip)
-            continue
-        seen[task["id"]] = Loc(loc.file, loc.line)
-        tasks.append(task)
-    return tasks
-
-
 def attempt_record(graded: dict) -> dict:
     """The attempt record (schemas/attempt.schema.json) of a graded episode."""
     return {"task_id": graded["task_id"], "domain": graded["domain"], "attempt": graded["attempt"],
@@ -257,15 +184,6 @@ async def run_all(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains
         await asyncio.gather(*(one(t, a) for t, a in keys))
     finally:
         await close_endpoints()
-
-
-def episodes_path_writer(path: str | None):
-    """An append-mode writer for --episodes FILE, repaired first if a killed run cut a line."""
-    if not path:
-        return None
-    repair_tail(path)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return open(path, "ab")
 
 
 OnEpisode = Callable[[dict[str, Any], dict[str, Any]], Any]

@@ -128,7 +128,7 @@ def resolve(yaml_path: str | None, flags: dict[str, Any]) -> TrainConfig:
 def pool_tasks(cfg: TrainConfig) -> list[dict[str, Any]]:
     """The pool's tasks, read as every tool reads tasks (--skip-invalid reports what it passed)."""
     from endstate.core.records import SkipLog
-    from endstate.core.runtime import load_tasks
+    from endstate.core.tasks import load_tasks
 
     skip = SkipLog() if cfg.skip_invalid else None
     tasks = load_tasks([cfg.pool], skip)

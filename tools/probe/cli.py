@@ -22,18 +22,9 @@ from endstate.core.grader import Grader
 from endstate.core.judge import Judge
 from endstate.core.records import SkipLog, dumps
 from endstate.core.run_options import run_options
-from endstate.core.runtime import (
-    ATTEMPT_COUNTS,
-    attempt_record,
-    build_backend,
-    done_keys,
-    episodes_path_writer,
-    load_tasks,
-    plan,
-    run_episodes,
-    shard_of,
-)
+from endstate.core.runtime import ATTEMPT_COUNTS, attempt_record, build_backend, run_episodes
 from endstate.core.stdio import records_out
+from endstate.core.tasks import done_keys, episodes_path_writer, load_tasks, plan, shard_of
 
 
 @click.command(context_settings=CONTEXT_SETTINGS,

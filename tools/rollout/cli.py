@@ -24,14 +24,8 @@ from endstate.core.errors import EXIT_CODES_HELP, ExitCode
 from endstate.core.interpret import parse
 from endstate.core.records import SkipLog, dumps, read_jsonl
 from endstate.core.run_options import run_options
-from endstate.core.runtime import (
-    build_backend,
-    done_keys,
-    load_tasks,
-    plan,
-    run_episodes,
-    shard_of,
-)
+from endstate.core.runtime import build_backend, run_episodes
+from endstate.core.tasks import done_keys, load_tasks, plan, shard_of
 
 
 @click.group(cls=DefaultGroup, default="run", context_settings=CONTEXT_SETTINGS,
