@@ -99,17 +99,7 @@ def cli(attempts, prior, edges, band_names, keep, min_clean_runs, reference_file
       bucket --report --tasks candidates.jsonl attempts.jsonl > pool.jsonl
       bucket --uncertain 0.6 --tasks cands.jsonl att.jsonl | probe -n 12 --resume att.jsonl >> att.jsonl
     """
-    if prior[0] <= 0 or prior[1] <= 0:
-        raise click.BadParameter("both numbers must be > 0, e.g. 0.5,0.5", param_hint="'--prior'")
-    try:
-        bands = Bands(edges, band_names) if band_names else (
-            Bands(edges) if len(edges) == 4 else Bands(edges, ()))
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="'--edges'") from None
-    unknown = [name for name in keep if name not in bands.names]
-    if unknown:
-        raise click.BadParameter(f"no band named {', '.join(unknown)}; bands: "
-                                 f"{','.join(bands.names)}", param_hint="'--keep'")
+    bands = _bands(prior, edges, band_names, keep)
     if (holdout is None) != (holdout_file is None):
         raise click.UsageError("--holdout and --holdout-file go together, e.g. "
                                "--holdout 0.1 --holdout-file val.jsonl")
@@ -129,14 +119,7 @@ def cli(attempts, prior, edges, band_names, keep, min_clean_runs, reference_file
     reference = (fold_jsonl(list(reference_files), "attempt", P.tally, P.merge, skip=skip,
                             workers=workers, struct=Attempt) if reference_files else None)
 
-    if tasks is not None:
-        ids = list(tasks)
-        stray = sorted(set(counts) - set(tasks))
-        if stray:
-            click.echo(f"bucket: {len(stray)} task id(s) in the attempts are not in {tasks_file} "
-                       f"and are left out (first: {stray[0]})", err=True)
-    else:
-        ids = list(counts)
+    ids = _candidates(counts, tasks, tasks_file)
     overlap = P.overlapping(tasks.values() if tasks else (), bench, ids)
     domains = {i: t["domain"] for i, t in tasks.items()} if tasks else None
     records = P.assess(ids, counts, rules, reference=reference, overlap=overlap, domains=domains)
@@ -146,11 +129,7 @@ def cli(attempts, prior, edges, band_names, keep, min_clean_runs, reference_file
     else:
         chosen = records if emit_all else [d for d in records if d["keep"]]
     if holdout is not None:
-        chosen, held = P.holdout_split(chosen, holdout, seed)
-        with open(holdout_file, "wb") as out:
-            write_jsonl(_emit(held, tasks), out)
-        click.echo(f"bucket: {len(held)} task(s) held out to {holdout_file}, "
-                   f"{len(chosen)} for training", err=True)
+        chosen = _hold_out(chosen, holdout, holdout_file, seed, tasks)
     write_jsonl(_emit(chosen, tasks))
 
     if report:
@@ -159,6 +138,44 @@ def cli(attempts, prior, edges, band_names, keep, min_clean_runs, reference_file
         plot_histogram(records, bands.names, plot_file)
     if skip:
         skip.report()
+
+
+def _bands(prior: tuple[float, float], edges, band_names, keep) -> Bands:
+    """The bands --edges and --bands describe, after checking --prior and --keep against them."""
+    if prior[0] <= 0 or prior[1] <= 0:
+        raise click.BadParameter("both numbers must be > 0, e.g. 0.5,0.5", param_hint="'--prior'")
+    try:
+        bands = Bands(edges, band_names) if band_names else (
+            Bands(edges) if len(edges) == 4 else Bands(edges, ()))
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="'--edges'") from None
+    unknown = [name for name in keep if name not in bands.names]
+    if unknown:
+        raise click.BadParameter(f"no band named {', '.join(unknown)}; bands: "
+                                 f"{','.join(bands.names)}", param_hint="'--keep'")
+    return bands
+
+
+def _hold_out(chosen: list[dict], fraction: float, path: str, seed: int, tasks) -> list[dict]:
+    """Write a seeded `fraction` of the chosen tasks to `path`; return the rest."""
+    chosen, held = P.holdout_split(chosen, fraction, seed)
+    with open(path, "wb") as out:
+        write_jsonl(_emit(held, tasks), out)
+    click.echo(f"bucket: {len(held)} task(s) held out to {path}, {len(chosen)} for training",
+               err=True)
+    return chosen
+
+
+def _candidates(counts: dict, tasks: dict | None, tasks_file: str | None) -> list[str]:
+    """The task ids to assess: --tasks when given (saying which attempted ids it lacks), else
+    every task with attempts."""
+    if tasks is None:
+        return list(counts)
+    stray = sorted(set(counts) - set(tasks))
+    if stray:
+        click.echo(f"bucket: {len(stray)} task id(s) in the attempts are not in {tasks_file} "
+                   f"and are left out (first: {stray[0]})", err=True)
+    return list(tasks)
 
 
 def _import_scipy() -> None:

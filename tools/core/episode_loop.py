@@ -19,6 +19,7 @@ from endstate.core.agents import (
     ContextOverflow,
     EndpointFailure,
     Endpoints,
+    Turn,
     usage_of,
 )
 from endstate.core.domain import Domain
@@ -92,6 +93,29 @@ class LLMUser:
 
 # -- the loop -------------------------------------------------------------------------------------
 
+async def _timed(awaitable, timing: dict[str, float], key: str):
+    started = time.perf_counter()
+    try:
+        return await awaitable
+    finally:
+        timing[key] += time.perf_counter() - started
+
+
+def _assistant(turn: Turn, n: int) -> dict[str, Any]:
+    """Turn n's transcript message: what the interpreter read, the raw completion (token-level
+    backends, for `rollout parity`) and the tool calls, numbered call_<turn>_<i>."""
+    p = turn.parsed
+    extra: dict[str, Any] = {}
+    if p.reasoning:
+        extra["reasoning"] = p.reasoning
+    if turn.raw is not None:
+        extra["raw"] = turn.raw
+    if p.parse_error:
+        extra["parse_error"] = p.parse_error
+    calls = [(f"call_{n}_{i}", c.name, c.arguments) for i, c in enumerate(p.tool_calls)]
+    return assistant_message(p.content or None, calls, **extra)
+
+
 @dataclass
 class EpisodeSpec:
     task: dict[str, Any]
@@ -119,28 +143,18 @@ async def run_episode(spec: EpisodeSpec, backend: AgentBackend,
         max_turns = spec.max_turns or task.get("max_turns", DEFAULT_MAX_TURNS)
         try:
             for n in range(max_turns):
-                t = time.perf_counter()
-                turn = await session.act()
-                timing["model_s"] += time.perf_counter() - t
+                turn = await _timed(session.act(), timing, "model_s")
                 for k in agent_usage:
                     agent_usage[k] += turn.usage[k]
                 if turn.trace_turn is not None:
                     turns.append(turn.trace_turn)
                 p = turn.parsed
-                extra: dict[str, Any] = {}
-                if p.reasoning:
-                    extra["reasoning"] = p.reasoning
-                if turn.raw is not None:
-                    extra["raw"] = turn.raw
-                if p.parse_error:
-                    extra["parse_error"] = p.parse_error
-                calls = [(f"call_{n}_{i}", c) for i, c in enumerate(p.tool_calls)]
-                messages.append(assistant_message(
-                    p.content or None, [(cid, c.name, c.arguments) for cid, c in calls], **extra))
-                if calls:
+                messages.append(_assistant(turn, n))
+                if p.tool_calls:
                     t = time.perf_counter()
-                    results = [tool_result_message(cid, c.name, sandbox.call(c.name, c.arguments).content)
-                               for cid, c in calls]
+                    results = [tool_result_message(call["id"], call["function"]["name"],
+                                                   sandbox.call(c.name, c.arguments).content)
+                               for call, c in zip(messages[-1]["tool_calls"], p.tool_calls)]
                     timing["tools_s"] += time.perf_counter() - t
                     messages += results
                     session.observe(results)
@@ -148,9 +162,7 @@ async def run_episode(spec: EpisodeSpec, backend: AgentBackend,
                 if not p.content and not p.parse_error:
                     termination = "agent_done"
                     break
-                t = time.perf_counter()
-                reply = await user.reply(messages)
-                timing["user_s"] += time.perf_counter() - t
+                reply = await _timed(user.reply(messages), timing, "user_s")
                 if reply == STOP:
                     termination = "user_stop"
                     break

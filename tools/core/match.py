@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from endstate.core.interpret import split_reasoning
+
 OPERATORS = ("equals", "any_of", "approx", "is_null", "not")
 
 
@@ -75,7 +77,6 @@ def describe_where(where: dict[str, Any]) -> str:
 
 # -- what the agent said --------------------------------------------------------------------
 
-_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S | re.I)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
@@ -96,6 +97,7 @@ def said(value: str | int | float, text: str) -> bool:
 
 
 def visible_assistant_text(messages: list[dict[str, Any]]) -> str:
-    """What the agent told the user: assistant content without reasoning."""
+    """What the agent told the user: assistant content without reasoning (read by the same
+    interpreter that reads model output for training and evaluation)."""
     parts = [m.get("content") or "" for m in messages if m.get("role") == "assistant"]
-    return "\n".join(_THINK.sub("", p) for p in parts)
+    return "\n".join(split_reasoning(p)[0] for p in parts)
