@@ -21,7 +21,7 @@ import time
 
 from endstate.core.domain import Domains
 from endstate.core.sandbox import Sandbox
-from endstate.grade.grader import Grader, TaskIndex
+from endstate.core.grader import Grader, TaskIndex
 
 TASK_ID = "retail-return-two-lines"
 CALLS = [  # ten calls, reads and writes, as a short agent episode would make

@@ -27,7 +27,7 @@ def domains():
 
 @pytest.fixture(scope="session")
 def tasks(domains):
-    from endstate.grade.grader import TaskIndex
+    from endstate.core.grader import TaskIndex
 
     return TaskIndex(domains)
 

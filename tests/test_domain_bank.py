@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 from endstate.core.episode import replay
 from endstate.core.sandbox import Sandbox
-from endstate.grade.grader import Grader
+from endstate.core.grader import Grader
 
 BENCH = ROOT / "tasks" / "bench" / "bank.jsonl"
 TRAIN = ROOT / "tasks" / "train" / "bank.jsonl"

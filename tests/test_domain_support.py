@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 from endstate.core.episode import replay
 from endstate.core.sandbox import Sandbox
-from endstate.grade.grader import Grader
+from endstate.core.grader import Grader
 from endstate.grade.validate import validate_task
 
 BENCH = ROOT / "tasks" / "bench" / "support.jsonl"

@@ -9,6 +9,8 @@ import random
 import sqlite3
 from datetime import datetime, timedelta
 
+from endstate.core.tools import insert_rows
+
 FIRST = ("Adaeze", "Bruno", "Camille", "Dmitri", "Esther", "Felipe", "Greta", "Hassan", "Ingrid",
          "Joaquin", "Kavya", "Lucas", "Mei", "Nadia", "Omar", "Priya", "Quentin", "Rania",
          "Stefan", "Thea", "Ulla", "Viktor", "Wanjiru", "Xiomara", "Yusuf", "Zelda", "Anders",
@@ -109,11 +111,6 @@ def build(db: sqlite3.Connection, rng: random.Random) -> None:
                 transfers.append((f"TR{len(transfers) + 1:05d}", src, dst,
                                   round(rng.uniform(20, 1500), 2),
                                   rng.choice((None, "savings", "rent")), _ts(when)))
-    db.executemany("INSERT INTO customers VALUES (?, ?, ?, ?, ?, ?, ?)", customers)
-    db.executemany("INSERT INTO accounts VALUES (?, ?, ?, ?, ?, ?, ?)", accounts)
-    db.executemany("INSERT INTO cards VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", cards)
-    db.executemany("INSERT INTO transactions VALUES (?, ?, ?, ?, ?, ?, ?, ?)", txs)
-    db.executemany("INSERT INTO disputes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", disputes)
-    db.executemany("INSERT INTO transfers VALUES (?, ?, ?, ?, ?, ?)", transfers)
-    db.executemany("INSERT INTO limit_requests VALUES (?, ?, ?, ?, ?, ?, ?)", requests)
-    db.executemany("INSERT INTO travel_notices VALUES (?, ?, ?, ?, ?, ?)", notices)
+    insert_rows(db, customers=customers, accounts=accounts, cards=cards, transactions=txs,
+                disputes=disputes, transfers=transfers, limit_requests=requests,
+                travel_notices=notices)

@@ -20,7 +20,7 @@ Money is REAL dollars with 2 decimals; amounts are rounded to the cent on the wa
 from datetime import date
 from typing import Literal
 
-from endstate.core.tools import Db, ToolError, tool
+from endstate.core.tools import Db, ToolError, customer_finder, tool
 
 NOW = "2026-01-15T12:00:00"
 
@@ -51,32 +51,11 @@ def _cents(amount: float, what: str = "amount") -> float:
     return round(amount, 2)
 
 
-def _account(db: Db, account_id: str) -> dict:
-    account = db.one("SELECT * FROM accounts WHERE id = ?", account_id)
-    if account is None:
-        raise ToolError(f"account {account_id} not found")
-    return account
-
-
-def _card(db: Db, card_id: str) -> dict:
-    card = db.one("SELECT * FROM cards WHERE id = ?", card_id)
-    if card is None:
-        raise ToolError(f"card {card_id} not found")
-    return card
-
-
 def _open_card(db: Db, card_id: str) -> dict:
-    card = _card(db, card_id)
+    card = db.get("cards", card_id, "card")
     if card["status"] == "cancelled":
         raise ToolError(f"card {card_id} is cancelled; use its replacement card")
     return card
-
-
-def _dispute(db: Db, dispute_id: str) -> dict:
-    dispute = db.one("SELECT * FROM disputes WHERE id = ?", dispute_id)
-    if dispute is None:
-        raise ToolError(f"dispute {dispute_id} not found")
-    return dispute
 
 
 def _date(text: str, what: str) -> str:
@@ -88,28 +67,7 @@ def _date(text: str, what: str) -> str:
 
 # -- lookups ------------------------------------------------------------------------------------
 
-@tool
-def find_customer(db: Db, email: str | None = None, name: str | None = None,
-                  zip: str | None = None) -> dict:
-    """Find a customer's id by email, or by full name and zip code.
-
-    Args:
-        email: The customer's email address.
-        name: The customer's full name, e.g. "Greta Moreau" (use together with zip).
-        zip: The customer's 5-digit zip code (use together with name).
-    """
-    if email:
-        found = db.all("SELECT id FROM customers WHERE email = ?", email.strip().lower())
-    elif name and zip:
-        found = db.all("SELECT id FROM customers WHERE name = ? AND zip = ?", name.strip(),
-                       zip.strip())
-    else:
-        raise ToolError("give an email, or a name together with a zip code")
-    if not found:
-        raise ToolError("no customer matches")
-    if len(found) > 1:
-        raise ToolError(f"{len(found)} customers match; ask for the email address")
-    return {"customer_id": found[0]["id"]}
+find_customer = customer_finder("Greta Moreau")
 
 
 @tool
@@ -119,9 +77,7 @@ def get_customer(db: Db, customer_id: str) -> dict:
     Args:
         customer_id: The customer id, e.g. "C0042".
     """
-    customer = db.one("SELECT * FROM customers WHERE id = ?", customer_id)
-    if customer is None:
-        raise ToolError(f"customer {customer_id} not found")
+    customer = db.get("customers", customer_id, "customer")
     customer["accounts"] = db.all(
         "SELECT id, type, balance, status, daily_transfer_limit FROM accounts "
         "WHERE customer_id = ? ORDER BY id", customer_id)
@@ -138,7 +94,7 @@ def get_account(db: Db, account_id: str) -> dict:
     Args:
         account_id: The account id, e.g. "A00042".
     """
-    account = _account(db, account_id)
+    account = db.get("accounts", account_id, "account")
     account["transfers_out_today"] = db.all(
         "SELECT id, to_account_id, amount, created_at FROM transfers "
         "WHERE from_account_id = ? AND created_at >= ? ORDER BY id", account_id, _today(db))
@@ -165,7 +121,7 @@ def list_transactions(db: Db, account_id: str, merchant: str | None = None,
         min_amount: Only transactions of at least this amount.
         limit: At most this many transactions (1-100).
     """
-    _account(db, account_id)
+    db.get("accounts", account_id, "account")  # an unknown account is an error, not no rows
     sql = ("SELECT id, posted_at, merchant, amount, kind, status, card_id FROM transactions "
            "WHERE account_id = ?")
     params: list = [account_id]
@@ -195,7 +151,7 @@ def get_dispute(db: Db, dispute_id: str) -> dict:
     Args:
         dispute_id: The dispute id, e.g. "D00042".
     """
-    dispute = _dispute(db, dispute_id)
+    dispute = db.get("disputes", dispute_id, "dispute")
     dispute["transaction"] = db.one(
         "SELECT id, posted_at, merchant, amount, status, card_id FROM transactions WHERE id = ?",
         dispute["transaction_id"])
@@ -330,9 +286,7 @@ def open_dispute(db: Db, transaction_id: str,
             difference between what was charged and what was agreed.
         note: What the customer told you.
     """
-    tx = db.one("SELECT * FROM transactions WHERE id = ?", transaction_id)
-    if tx is None:
-        raise ToolError(f"transaction {transaction_id} not found")
+    tx = db.get("transactions", transaction_id, "transaction")
     if tx["kind"] != "purchase":
         raise ToolError(f"transaction {transaction_id} is a {tx['kind']}; only purchases can be "
                         "disputed")
@@ -359,7 +313,7 @@ def issue_provisional_credit(db: Db, dispute_id: str) -> dict:
     Args:
         dispute_id: The dispute id.
     """
-    dispute = _dispute(db, dispute_id)
+    dispute = db.get("disputes", dispute_id, "dispute")
     if dispute["status"] != "open":
         raise ToolError(f"dispute {dispute_id} is {dispute['status']}")
     if dispute["provisional_credit"] > 0:
@@ -388,7 +342,8 @@ def transfer_funds(db: Db, from_account_id: str, to_account_id: str, amount: flo
         memo: A short note, optional.
     """
     amount = _cents(amount)
-    src, dst = _account(db, from_account_id), _account(db, to_account_id)
+    src = db.get("accounts", from_account_id, "account")
+    dst = db.get("accounts", to_account_id, "account")
     if src["id"] == dst["id"]:
         raise ToolError("the two accounts are the same")
     if src["customer_id"] != dst["customer_id"]:

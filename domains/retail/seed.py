@@ -8,6 +8,8 @@ import random
 import sqlite3
 from datetime import datetime, timedelta
 
+from endstate.core.tools import insert_rows
+
 FIRST = ("Ava Ben Chloe Daniel Elena Farid Grace Hiro Isabel Jamal Keiko Liam Maya Noah Olga Pedro "
          "Quinn Rosa Sam Tara Umar Vera Wen Xavier Yara Zoe Amir Bianca Carlos Dina").split()
 LAST = ("Smith Garcia Chen Okafor Novak Rossi Kim Silva Patel Meyer Haddad Ito Kowalski Dubois "
@@ -40,7 +42,7 @@ def build(db: sqlite3.Connection, rng: random.Random) -> None:
         name = f"{rng.choice(CATEGORIES[category])} ({rng.choice(VARIANTS)})"
         products.append((f"P{i:04d}", name, category, round(rng.uniform(9, 400), 2),
                          rng.randint(0, 200)))
-    db.executemany("INSERT INTO products VALUES (?, ?, ?, ?, ?)", products)
+    insert_rows(db, products=products)
 
     customers, methods, orders, items, returns, refunds = [], [], [], [], [], []
     for c in range(1, 4001):
@@ -91,13 +93,10 @@ def build(db: sqlite3.Connection, rng: random.Random) -> None:
                 if received and rng.random() < 0.7:
                     refunds.append((f"RF{len(refunds) + 1:05d}", oid, rid, line[4], orders[-1][7],
                                     _ts(placed + timedelta(days=15))))
-    db.executemany("INSERT INTO customers VALUES (?, ?, ?, ?, ?, ?, ?, ?)", customers)
-    db.executemany("INSERT INTO payment_methods VALUES (?, ?, ?, ?, ?)", methods)
-    db.executemany("INSERT INTO orders VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", orders)
-    db.executemany("INSERT INTO order_items VALUES (?, ?, ?, ?, ?, ?)", items)
-    db.executemany("INSERT INTO returns VALUES (?, ?, ?, ?, ?, ?, ?, ?)", returns)
+    insert_rows(db, customers=customers, payment_methods=methods, orders=orders,
+                order_items=items, returns=returns)
     db.executemany("UPDATE order_items SET status = 'returned' WHERE order_id = ? AND line = ?",
                    [(r[1], r[2]) for r in returns if r[5] == "received"])
     db.executemany("UPDATE order_items SET status = 'return_requested' WHERE order_id = ? AND line = ?",
                    [(r[1], r[2]) for r in returns if r[5] == "requested"])
-    db.executemany("INSERT INTO refunds VALUES (?, ?, ?, ?, ?, ?)", refunds)
+    insert_rows(db, refunds=refunds)

@@ -9,7 +9,7 @@ does not check that the return was received: refunding a return still `requested
 from datetime import datetime, timedelta
 from typing import Literal
 
-from endstate.core.tools import Db, ToolError, tool
+from endstate.core.tools import Db, ToolError, customer_finder, tool
 
 NOW = "2026-01-15T12:00:00"
 RETURN_WINDOW_DAYS = 30
@@ -31,14 +31,6 @@ EXAMPLES = [
 ]
 
 
-
-def _order(db: Db, order_id: str) -> dict:
-    order = db.one("SELECT * FROM orders WHERE id = ?", order_id)
-    if order is None:
-        raise ToolError(f"order {order_id} not found")
-    return order
-
-
 def _line(db: Db, order_id: str, line: int) -> dict:
     item = db.one("SELECT * FROM order_items WHERE order_id = ? AND line = ?", order_id, line)
     if item is None:
@@ -56,27 +48,7 @@ def _within_return_window(order: dict) -> None:
                         f"than {RETURN_WINDOW_DAYS} days ago")
 
 
-@tool
-def find_customer(db: Db, email: str | None = None, name: str | None = None,
-                  zip: str | None = None) -> dict:
-    """Find a customer's id by email, or by full name and zip code.
-
-    Args:
-        email: The customer's email address.
-        name: The customer's full name, e.g. "Ava Chen" (use together with zip).
-        zip: The customer's 5-digit zip code (use together with name).
-    """
-    if email:
-        found = db.all("SELECT id FROM customers WHERE email = ?", email.strip().lower())
-    elif name and zip:
-        found = db.all("SELECT id FROM customers WHERE name = ? AND zip = ?", name.strip(), zip.strip())
-    else:
-        raise ToolError("give an email, or a name together with a zip code")
-    if not found:
-        raise ToolError("no customer matches")
-    if len(found) > 1:
-        raise ToolError(f"{len(found)} customers match; ask for the email address")
-    return {"customer_id": found[0]["id"]}
+find_customer = customer_finder("Ava Chen")
 
 
 @tool
@@ -86,9 +58,7 @@ def get_customer(db: Db, customer_id: str) -> dict:
     Args:
         customer_id: The customer id, e.g. "C0042".
     """
-    customer = db.one("SELECT * FROM customers WHERE id = ?", customer_id)
-    if customer is None:
-        raise ToolError(f"customer {customer_id} not found")
+    customer = db.get("customers", customer_id, "customer")
     customer["payment_methods"] = db.all(
         "SELECT id, kind, last4, balance FROM payment_methods WHERE customer_id = ?", customer_id)
     return customer
@@ -117,7 +87,7 @@ def get_order(db: Db, order_id: str) -> dict:
     Args:
         order_id: The order id, e.g. "W10042".
     """
-    order = _order(db, order_id)
+    order = db.get("orders", order_id, "order")
     order["items"] = db.all(
         "SELECT i.line, i.product_id, p.name, i.quantity, i.unit_price, i.status "
         "FROM order_items i JOIN products p ON p.id = i.product_id WHERE i.order_id = ? "
@@ -152,7 +122,7 @@ def cancel_order(db: Db, order_id: str,
         order_id: The order id.
         reason: Why the customer cancels.
     """
-    order = _order(db, order_id)
+    order = db.get("orders", order_id, "order")
     if order["status"] not in ("pending", "processing"):
         raise ToolError(f"order {order_id} is {order['status']}; only pending or processing orders "
                         "can be cancelled")
@@ -173,7 +143,7 @@ def update_shipping_address(db: Db, order_id: str, address: str) -> dict:
         order_id: The order id.
         address: The full new address, e.g. "12 Oak St, Austin, TX 78701".
     """
-    order = _order(db, order_id)
+    order = db.get("orders", order_id, "order")
     if order["status"] != "pending":
         raise ToolError(f"order {order_id} is {order['status']}; the address can only be changed "
                         "while the order is pending")
@@ -209,7 +179,7 @@ def request_return(db: Db, order_id: str, line: int, quantity: int,
         quantity: How many units to return (at most the quantity ordered).
         reason: Why the item is returned.
     """
-    order = _order(db, order_id)
+    order = db.get("orders", order_id, "order")
     _within_return_window(order)
     item = _line(db, order_id, line)
     if item["status"] != "ordered":
@@ -231,13 +201,11 @@ def issue_refund(db: Db, return_id: str) -> dict:
     Args:
         return_id: The return id, e.g. "RT00042".
     """
-    ret = db.one("SELECT * FROM returns WHERE id = ?", return_id)
-    if ret is None:
-        raise ToolError(f"return {return_id} not found")
+    ret = db.get("returns", return_id, "return")
     if db.one("SELECT id FROM refunds WHERE return_id = ?", return_id):
         raise ToolError(f"return {return_id} has already been refunded")
     item = _line(db, ret["order_id"], ret["line"])
-    order = _order(db, ret["order_id"])
+    order = db.get("orders", ret["order_id"], "order")
     amount = round(item["unit_price"] * ret["quantity"], 2)
     refund_id = db.next_id("refunds", "RF", 5)
     db.run("INSERT INTO refunds VALUES (?, ?, ?, ?, ?, ?)", refund_id, ret["order_id"], return_id,
@@ -254,15 +222,13 @@ def exchange_item(db: Db, order_id: str, line: int, new_product_id: str) -> dict
         line: The order line number.
         new_product_id: The product to send instead, e.g. "P0123".
     """
-    order = _order(db, order_id)
+    order = db.get("orders", order_id, "order")
     _within_return_window(order)
     item = _line(db, order_id, line)
     if item["status"] != "ordered":
         raise ToolError(f"line {line} of order {order_id} is already {item['status']}")
     old = db.one("SELECT * FROM products WHERE id = ?", item["product_id"])
-    new = db.one("SELECT * FROM products WHERE id = ?", new_product_id)
-    if new is None:
-        raise ToolError(f"product {new_product_id} not found")
+    new = db.get("products", new_product_id, "product")
     if new["category"] != old["category"]:
         raise ToolError(f"{new_product_id} is in {new['category']}, not {old['category']}")
     if new["stock"] < item["quantity"]:

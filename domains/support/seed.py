@@ -12,6 +12,8 @@ import random
 import sqlite3
 from datetime import datetime, timedelta
 
+from endstate.core.tools import insert_rows
+
 FIRST = ("Ava", "Ben", "Chloe", "Daniel", "Elena", "Farid", "Grace", "Hiro", "Isabel", "Jamal",
          "Keiko", "Liam", "Maya", "Noah", "Olga", "Pedro", "Quinn", "Rosa", "Sam", "Tara", "Umar",
          "Vera", "Wen", "Xavier", "Yara", "Zoe", "Amir", "Bianca", "Carlos", "Dina")
@@ -106,14 +108,14 @@ def _resolution_text(exc: tuple | None) -> str:
 
 
 def build(db: sqlite3.Connection, rng: random.Random) -> None:
-    db.executemany("INSERT INTO queues VALUES (?, ?, ?)", QUEUES)
+    insert_rows(db, queues=QUEUES)
     agents = []
     for queue, size in (("general", 8), ("shipping", 12), ("billing", 8), ("returns", 8),
                         ("escalations", 4)):
         for _ in range(size):
             agents.append((f"AG{len(agents) + 1:03d}", f"{rng.choice(FIRST)} {rng.choice(LAST)}",
                            queue))
-    db.executemany("INSERT INTO agents VALUES (?, ?, ?)", agents)
+    insert_rows(db, agents=agents)
     by_queue = {q[0]: [a[0] for a in agents if a[2] == q[0]] for q in QUEUES}
 
     customers, shipments, exceptions, claims = [], [], [], []
@@ -189,13 +191,8 @@ def build(db: sqlite3.Connection, rng: random.Random) -> None:
             if status != "resolved" and rng.random() < 0.01:
                 escalations.append((f"E{len(escalations) + 1:05d}", tid,
                                     "Customer asked for a supervisor.", _ts(updated)))
-    db.executemany("INSERT INTO customers VALUES (?, ?, ?, ?, ?, ?, ?)", customers)
-    db.executemany("INSERT INTO shipments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", shipments)
-    db.executemany("INSERT INTO carrier_exceptions VALUES (?, ?, ?, ?, ?, ?, ?, ?)", exceptions)
-    db.executemany("INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?)", claims)
-    db.executemany("INSERT INTO tickets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", tickets)
-    db.executemany("INSERT INTO ticket_notes VALUES (?, ?, ?, ?, ?, ?)", notes)
-    db.executemany("INSERT INTO credits VALUES (?, ?, ?, ?, ?, ?)", credits)
-    db.executemany("INSERT INTO escalations VALUES (?, ?, ?, ?)", escalations)
+    insert_rows(db, customers=customers, shipments=shipments, carrier_exceptions=exceptions,
+                claims=claims, tickets=tickets, ticket_notes=notes, credits=credits,
+                escalations=escalations)
     db.executemany("UPDATE tickets SET queue = 'escalations', assignee = NULL WHERE id = ?",
                    [(e[1],) for e in escalations])

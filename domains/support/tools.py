@@ -12,7 +12,7 @@ lost are policy-only as well.
 from datetime import datetime, timedelta
 from typing import Literal
 
-from endstate.core.tools import Db, ToolError, tool
+from endstate.core.tools import Db, ToolError, customer_finder, tool
 
 NOW = "2026-01-15T12:00:00"
 
@@ -38,26 +38,10 @@ Priority = Literal["low", "normal", "high", "urgent"]
 
 
 def _ticket(db: Db, ticket_id: str, open_only: bool = False) -> dict:
-    ticket = db.one("SELECT * FROM tickets WHERE id = ?", ticket_id)
-    if ticket is None:
-        raise ToolError(f"ticket {ticket_id} not found")
+    ticket = db.get("tickets", ticket_id, "ticket")
     if open_only and ticket["status"] == "resolved":
         raise ToolError(f"ticket {ticket_id} is resolved; reopen it first (update_ticket_status)")
     return ticket
-
-
-def _shipment(db: Db, shipment_id: str) -> dict:
-    shipment = db.one("SELECT * FROM shipments WHERE id = ?", shipment_id)
-    if shipment is None:
-        raise ToolError(f"shipment {shipment_id} not found")
-    return shipment
-
-
-def _exception(db: Db, exception_id: str) -> dict:
-    exc = db.one("SELECT * FROM carrier_exceptions WHERE id = ?", exception_id)
-    if exc is None:
-        raise ToolError(f"carrier exception {exception_id} not found")
-    return exc
 
 
 def _touch(db: Db, ticket_id: str, **columns) -> None:
@@ -75,27 +59,7 @@ def _shipment_details(db: Db, shipment: dict) -> dict:
     return shipment
 
 
-@tool
-def find_customer(db: Db, email: str | None = None, name: str | None = None,
-                  zip: str | None = None) -> dict:
-    """Find a customer's id by email, or by full name and zip code.
-
-    Args:
-        email: The customer's email address.
-        name: The customer's full name, e.g. "Ava Chen" (use together with zip).
-        zip: The customer's 5-digit zip code (use together with name).
-    """
-    if email:
-        found = db.all("SELECT id FROM customers WHERE email = ?", email.strip().lower())
-    elif name and zip:
-        found = db.all("SELECT id FROM customers WHERE name = ? AND zip = ?", name.strip(), zip.strip())
-    else:
-        raise ToolError("give an email, or a name together with a zip code")
-    if not found:
-        raise ToolError("no customer matches")
-    if len(found) > 1:
-        raise ToolError(f"{len(found)} customers match; ask for the email address")
-    return {"customer_id": found[0]["id"]}
+find_customer = customer_finder("Ava Chen")
 
 
 @tool
@@ -105,9 +69,7 @@ def get_customer(db: Db, customer_id: str) -> dict:
     Args:
         customer_id: The customer id, e.g. "C0042".
     """
-    customer = db.one("SELECT * FROM customers WHERE id = ?", customer_id)
-    if customer is None:
-        raise ToolError(f"customer {customer_id} not found")
+    customer = db.get("customers", customer_id, "customer")
     customer["shipments"] = db.all(
         "SELECT id, order_ref, carrier, tracking_number, status, shipped_at FROM shipments "
         "WHERE customer_id = ? ORDER BY shipped_at DESC", customer_id)
@@ -154,7 +116,8 @@ def get_ticket(db: Db, ticket_id: str) -> dict:
     ticket["escalations"] = db.all("SELECT id, reason, created_at FROM escalations "
                                    "WHERE ticket_id = ? ORDER BY id", ticket_id)
     if ticket["shipment_id"]:
-        ticket["shipment"] = _shipment_details(db, _shipment(db, ticket["shipment_id"]))
+        shipment = db.get("shipments", ticket["shipment_id"], "shipment")
+        ticket["shipment"] = _shipment_details(db, shipment)
     return ticket
 
 
@@ -168,7 +131,7 @@ def get_shipment(db: Db, shipment_id: str | None = None, tracking_number: str | 
         tracking_number: The carrier's tracking number.
     """
     if shipment_id:
-        shipment = _shipment(db, shipment_id)
+        shipment = db.get("shipments", shipment_id, "shipment")
     elif tracking_number:
         shipment = db.one("SELECT * FROM shipments WHERE tracking_number = ?",
                           tracking_number.strip().upper())
@@ -296,7 +259,7 @@ def open_carrier_exception(db: Db, shipment_id: str,
         shipment_id: The shipment id.
         kind: What went wrong.
     """
-    shipment = _shipment(db, shipment_id)
+    shipment = db.get("shipments", shipment_id, "shipment")
     current = db.one("SELECT id, kind FROM carrier_exceptions WHERE shipment_id = ? AND status = 'open'",
                      shipment_id)
     if current:
@@ -324,13 +287,13 @@ def file_carrier_claim(db: Db, exception_id: str, amount: float) -> dict:
         exception_id: The open carrier exception the claim is for, e.g. "X00042".
         amount: The amount claimed, in dollars.
     """
-    exc = _exception(db, exception_id)
+    exc = db.get("carrier_exceptions", exception_id, "carrier exception")
     if exc["kind"] not in ("lost", "damaged"):
         raise ToolError(f"exception {exception_id} is {exc['kind']}; claims are for lost or damaged "
                         "shipments only")
     if exc["status"] != "open":
         raise ToolError(f"exception {exception_id} is already resolved")
-    declared = _shipment(db, exc["shipment_id"])["declared_value"]
+    declared = db.get("shipments", exc["shipment_id"], "shipment")["declared_value"]
     if not 0 < amount <= declared:
         raise ToolError(f"the amount must be more than 0 and at most the declared value, {declared:.2f}")
     claim_id = db.next_id("claims", "CL", 5)
@@ -350,10 +313,10 @@ def resolve_carrier_exception(db: Db, exception_id: str,
         exception_id: The exception id.
         resolution: delivered, reshipped or withdrawn.
     """
-    exc = _exception(db, exception_id)
+    exc = db.get("carrier_exceptions", exception_id, "carrier exception")
     if exc["status"] != "open":
         raise ToolError(f"exception {exception_id} is already resolved")
-    shipment = _shipment(db, exc["shipment_id"])
+    shipment = db.get("shipments", exc["shipment_id"], "shipment")
     if resolution == "delivered" and shipment["status"] != "delivered":
         raise ToolError(f"tracking shows shipment {shipment['id']} as {shipment['status']}, "
                         "not delivered")

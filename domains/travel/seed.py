@@ -12,6 +12,8 @@ import random
 import sqlite3
 from datetime import date, datetime, timedelta
 
+from endstate.core.tools import insert_rows
+
 FIRST = ("Ada Bruno Clara Dmitri Elif Felix Greta Hugo Ines Jonas Kira Lars Mina Nils Oskar Paula "
          "Rafael Sofia Tomas Una Viktor Wanda Yusuf Zora Anton Beatriz Cyrus Dalia Emil Freya").split()
 LAST = ("Fischer Moreau Lindgren Tanaka Oduya Petrov Santos Berg Keller Novak Duarte Laine Walsh "
@@ -82,14 +84,14 @@ def _hotels(rng: random.Random) -> tuple[list[tuple], list[tuple]]:
 
 def build(db: sqlite3.Connection, rng: random.Random) -> None:
     employees = _employees(rng)
-    db.executemany("INSERT INTO employees VALUES (?, ?, ?, ?, ?, ?, ?, ?)", employees)
+    insert_rows(db, employees=employees)
     by_id = {e[0]: e for e in employees}
 
     delegates = set()
     for principal in [e[0] for e in employees[:160]]:
         if rng.random() < 0.6:
             delegates.add((principal, f"E{rng.randint(161, 1500):04d}"))
-    db.executemany("INSERT INTO delegates VALUES (?, ?)", sorted(delegates))
+    insert_rows(db, delegates=sorted(delegates))
     delegate_of = {}
     for principal, delegate in sorted(delegates):
         delegate_of.setdefault(principal, delegate)
@@ -97,11 +99,10 @@ def build(db: sqlite3.Connection, rng: random.Random) -> None:
     caps = [(tier, "*", cap) for tier, (cap, _) in CAPS.items()]
     caps += [(tier, city, cap) for tier, (_, by_city) in CAPS.items()
              for city, cap in by_city.items()]
-    db.executemany("INSERT INTO rate_caps VALUES (?, ?, ?)", caps)
+    insert_rows(db, rate_caps=caps)
 
     hotels, rooms = _hotels(rng)
-    db.executemany("INSERT INTO hotels VALUES (?, ?, ?, ?, ?)", hotels)
-    db.executemany("INSERT INTO room_types VALUES (?, ?, ?, ?, ?)", rooms)
+    insert_rows(db, hotels=hotels, room_types=rooms)
     room_types = {}
     for hotel_id, code, _, rate, _ in rooms:
         room_types.setdefault(hotel_id, []).append((code, rate))
@@ -142,10 +143,7 @@ def build(db: sqlite3.Connection, rng: random.Random) -> None:
                                  nights, room_types[hotel[0]], created)
             if approval:
                 approvals.append(approval)
-    db.executemany(f"INSERT INTO bookings VALUES ({', '.join('?' * 14)})", bookings)
-    db.executemany("INSERT INTO payments VALUES (?, ?, ?, ?, ?, ?)", payments)
-    db.executemany("INSERT INTO approval_requests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   approvals)
+    insert_rows(db, bookings=bookings, payments=payments, approval_requests=approvals)
 
     escalations = []
     for i in range(1, 61):
@@ -155,7 +153,7 @@ def build(db: sqlite3.Connection, rng: random.Random) -> None:
                               "Traveller wants a room change during the stay."))
         escalations.append((f"ES{i:05d}", b[1], b[0], summary,
                             _ts(NOW - timedelta(days=rng.randint(1, 90)))))
-    db.executemany("INSERT INTO escalations VALUES (?, ?, ?, ?, ?)", escalations)
+    insert_rows(db, escalations=escalations)
 
 
 def _approval(rng, n, employee, booking_id, hotel_id, code, check_in, nights, types, created):

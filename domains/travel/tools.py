@@ -37,23 +37,8 @@ MAX_NIGHTS = 30
 RoomType = Literal["economy", "standard", "deluxe", "suite"]
 
 
-def _employee(db: Db, employee_id: str) -> dict:
-    employee = db.one("SELECT * FROM employees WHERE id = ?", employee_id)
-    if employee is None:
-        raise ToolError(f"employee {employee_id} not found")
-    return employee
-
-
-def _booking(db: Db, booking_id: str) -> dict:
-    booking = db.one("SELECT * FROM bookings WHERE id = ?", booking_id)
-    if booking is None:
-        raise ToolError(f"booking {booking_id} not found")
-    return booking
-
-
 def _room(db: Db, hotel_id: str, room_type: str) -> dict:
-    if db.one("SELECT id FROM hotels WHERE id = ?", hotel_id) is None:
-        raise ToolError(f"hotel {hotel_id} not found")
+    db.get("hotels", hotel_id, "hotel")  # an unknown hotel is named as such, not as a room type
     room = db.one("SELECT * FROM room_types WHERE hotel_id = ? AND code = ?", hotel_id, room_type)
     if room is None:
         offered = [r["code"] for r in db.all("SELECT code FROM room_types WHERE hotel_id = ? "
@@ -161,7 +146,7 @@ def get_employee(db: Db, employee_id: str) -> dict:
     Args:
         employee_id: The employee id, e.g. "E0042".
     """
-    employee = _employee(db, employee_id)
+    employee = db.get("employees", employee_id, "employee")
     manager = db.one("SELECT id, name, email FROM employees WHERE id = ?", employee.pop("manager_id"))
     employee["manager"] = manager
     employee["delegates"] = [r["delegate_id"] for r in db.all(
@@ -179,7 +164,7 @@ def get_rate_cap(db: Db, employee_id: str, city: str) -> dict:
         employee_id: The traveller's employee id.
         city: The city of the hotel, e.g. "Chicago".
     """
-    tier = _employee(db, employee_id)["travel_tier"]
+    tier = db.get("employees", employee_id, "employee")["travel_tier"]
     cap = db.one("SELECT city, nightly_cap FROM rate_caps WHERE tier = ? AND city IN (?, '*') "
                  "ORDER BY city = '*' LIMIT 1", tier, city.strip())
     return {"employee_id": employee_id, "travel_tier": tier, "city": city.strip(),
@@ -224,9 +209,7 @@ def get_hotel(db: Db, hotel_id: str) -> dict:
     Args:
         hotel_id: The hotel id, e.g. "H0042".
     """
-    hotel = db.one("SELECT * FROM hotels WHERE id = ?", hotel_id)
-    if hotel is None:
-        raise ToolError(f"hotel {hotel_id} not found")
+    hotel = db.get("hotels", hotel_id, "hotel")
     hotel["room_types"] = db.all("SELECT code, nightly_rate FROM room_types WHERE hotel_id = ? "
                                  "ORDER BY rank", hotel_id)
     return hotel
@@ -256,7 +239,7 @@ def get_booking(db: Db, booking_id: str) -> dict:
     Args:
         booking_id: The booking id, e.g. "B000042".
     """
-    booking = _booking(db, booking_id)
+    booking = db.get("bookings", booking_id, "booking")
     booking["hotel"] = db.one("SELECT name, city, cancel_window_hours FROM hotels WHERE id = ?",
                               booking["hotel_id"])
     booking["payments"] = db.all("SELECT id, kind, amount, created_at FROM payments "
@@ -303,8 +286,8 @@ def create_booking(db: Db, employee_id: str, booked_by: str, hotel_id: str, room
         check_in: Check-in date, YYYY-MM-DD.
         check_out: Check-out date, YYYY-MM-DD.
     """
-    employee = _employee(db, employee_id)
-    _employee(db, booked_by)
+    employee = db.get("employees", employee_id, "employee")
+    db.get("employees", booked_by, "employee")
     room = _room(db, hotel_id, room_type)
     nights = _nights(check_in, check_out)
     if not _available(db, hotel_id, room_type, check_in, check_out):
@@ -332,7 +315,7 @@ def change_room_type(db: Db, booking_id: str, room_type: RoomType) -> dict:
         booking_id: The booking id.
         room_type: The new room type.
     """
-    booking = _booking(db, booking_id)
+    booking = db.get("bookings", booking_id, "booking")
     _changeable(booking)
     if room_type == booking["room_type"]:
         raise ToolError(f"booking {booking_id} is already a {room_type} room")
@@ -359,7 +342,7 @@ def change_dates(db: Db, booking_id: str, check_in: str, check_out: str) -> dict
         check_in: New check-in date, YYYY-MM-DD.
         check_out: New check-out date, YYYY-MM-DD.
     """
-    booking = _booking(db, booking_id)
+    booking = db.get("bookings", booking_id, "booking")
     _changeable(booking)
     nights = _nights(check_in, check_out)
     if (check_in, check_out) == (booking["check_in"], booking["check_out"]):
@@ -384,7 +367,7 @@ def cancel_booking(db: Db, booking_id: str) -> dict:
     Args:
         booking_id: The booking id.
     """
-    booking = _booking(db, booking_id)
+    booking = db.get("bookings", booking_id, "booking")
     _changeable(booking)
     fee, _ = _cancellation_fee(db, booking)
     refund = round(booking["total"] - fee, 2)
@@ -419,13 +402,13 @@ def file_approval_request(db: Db, employee_id: str,
         check_in: The check-in date asked for, YYYY-MM-DD (date_change, over_cap).
         check_out: The check-out date asked for, YYYY-MM-DD (date_change, over_cap).
     """
-    employee = _employee(db, employee_id)
+    employee = db.get("employees", employee_id, "employee")
     if employee["manager_id"] is None:
         raise ToolError(f"employee {employee_id} has no manager to approve requests; escalate to "
                         "the travel desk")
     booking = None
     if booking_id:
-        booking = _booking(db, booking_id)
+        booking = db.get("bookings", booking_id, "booking")
         if booking["employee_id"] != employee_id:
             raise ToolError(f"booking {booking_id} belongs to {booking['employee_id']}, "
                             f"not {employee_id}")

@@ -15,9 +15,14 @@ T8xxxxxx, D8xxxx), disjoint from the bench range (9xxxx) and from the seed. Temp
 - travel-notice    up to 90 days, or a longer trip shortened by the customer (trap)
 """
 
-import json
 import random
+import sys
 from datetime import date, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # taskgen; runpy.run_path does not add it
+import taskgen
+from taskgen import allow, call, money, python_check, row, said, say, task
 
 SEED = 20260115
 PER_TEMPLATE = 20
@@ -97,10 +102,6 @@ def last4s(rng: random.Random, k: int) -> list[str]:
 
 # -- task pieces --------------------------------------------------------------------------------
 
-def call(tool: str, **args) -> dict:
-    return {"tool": tool, "args": args}
-
-
 def identify(rng: random.Random, c: dict) -> tuple[str, str, dict]:
     """How the instruction introduces the user, what the user says to identify themselves, and the
     matching find_customer call: by email, or (30%) by full name and zip code."""
@@ -112,28 +113,8 @@ def identify(rng: random.Random, c: dict) -> tuple[str, str, dict]:
             call("find_customer", name=c["name"], zip=c["zip"]))
 
 
-def only(*allow: dict) -> dict:
-    return {"id": "no-side-effects", "kind": "only_changes", "allow": list(allow)}
-
-
-def allow(table: str, where: dict | None = None, count: int = 1) -> dict:
-    entry = {"table": table}
-    if where:
-        entry["where"] = where
-    if count != 1:
-        entry["count"] = count
-    return entry
-
-
-def money(x: float) -> str:
-    return f"${x:,.2f}"
-
-
-def task(template: str, n: int, tags: list[str], user: dict, init: dict, gold: list,
-         checks: list) -> dict:
-    return {"id": f"bank-train-{template}-{n:03d}", "domain": "bank", "split": "train",
-            "tags": [f"template:{template}", *tags], "user": user, "init": init,
-            "checks": checks, "gold": gold}
+def only(*allowed: dict) -> dict:
+    return taskgen.only(*allowed, check_id="no-side-effects")  # the bank tasks' name for it
 
 
 # -- templates ----------------------------------------------------------------------------------
@@ -155,13 +136,13 @@ def freeze_card(rng: random.Random, ids: Ids, n: int) -> dict:
                        "Just freeze it, I'll probably get it back. Yes, please."]}
     gold = [find, call("get_customer", customer_id=c["id"]),
             call("freeze_card", card_id=target["id"]),
-            {"say": f"Your card ending {target['last4']} is frozen."}]
-    checks = [{"id": "frozen", "kind": "row", "table": "cards", "where": {"id": target["id"]},
-               "expect": {"status": "frozen"}},
+            say(f"Your card ending {target['last4']} is frozen.")]
+    checks = [row("frozen", "cards", {"id": target["id"]}, {"status": "frozen"}),
               only(allow("cards", {"id": target["id"]}))]
     init = {"customers": [c], "accounts": [account(aid, c["id"], "checking", 1500.0, 2500.0)],
             "cards": cards}
-    return task("freeze-card", n, ["card", "freeze", "single-write"], user, init, gold, checks)
+    return task("bank", "freeze-card", n, ["card", "freeze", "single-write"], user, init, checks,
+                gold)
 
 
 def replace_card(rng: random.Random, ids: Ids, n: int) -> dict:
@@ -181,17 +162,17 @@ def replace_card(rng: random.Random, ids: Ids, n: int) -> dict:
             "script": [f"{who}. It's the one ending {digit}; I {story}.", "Yes, replace it."]}
     gold = [find, call("get_customer", customer_id=c["id"]),
             call("replace_card", card_id=old["id"], reason=reason),
-            {"say": f"Your card ending {digit} is cancelled; the replacement keeps your "
-                    f"{money(limit)} daily limit."}]
-    checks = [{"id": "old-cancelled", "kind": "row", "table": "cards", "where": {"id": old["id"]},
-               "expect": {"status": "cancelled", "cancel_reason": reason}},
-              {"id": "replacement", "kind": "row", "table": "cards",
-               "where": {"replaces": old["id"]},
-               "expect": {"status": "active", "spending_limit": limit}},
+            say(f"Your card ending {digit} is cancelled; the replacement keeps your "
+                f"{money(limit)} daily limit.")]
+    checks = [row("old-cancelled", "cards", {"id": old["id"]},
+                  {"status": "cancelled", "cancel_reason": reason}),
+              row("replacement", "cards", {"replaces": old["id"]},
+                  {"status": "active", "spending_limit": limit}),
               only(allow("cards", {"id": old["id"]}), allow("cards", {"replaces": old["id"]}))]
     init = {"customers": [c], "accounts": [account(aid, c["id"], "checking", 2100.0, 2500.0)],
             "cards": [old]}
-    return task("replace-card", n, ["card", "replace", "single-write"], user, init, gold, checks)
+    return task("bank", "replace-card", n, ["card", "replace", "single-write"], user, init, checks,
+                gold)
 
 
 def card_limit(rng: random.Random, ids: Ids, n: int) -> dict:
@@ -217,30 +198,26 @@ def card_limit(rng: random.Random, ids: Ids, n: int) -> dict:
                        else "Yes, please."]}
     gold = [find, call("get_customer", customer_id=c["id"])]
     if above:
-        gold += [{"say": f"Your verification level allows at most {money(cap)}; {money(wanted)} "
-                         "needs a review. Shall I file a request?"},
+        gold += [say(f"Your verification level allows at most {money(cap)}; {money(wanted)} "
+                     "needs a review. Shall I file a request?"),
                  call("request_limit_increase", card_id=k["id"], requested_limit=wanted,
                       reason=purpose),
-                 {"say": "The request is filed; the credit team reviews it within 2-3 days."}]
-        checks = [{"id": "limit-unchanged", "kind": "row", "table": "cards",
-                   "where": {"id": k["id"]}, "expect": {"spending_limit": current}},
-                  {"id": "request-filed", "kind": "row", "table": "limit_requests",
-                   "where": {"card_id": k["id"]},
-                   "expect": {"requested_limit": wanted, "status": "pending"}},
+                 say("The request is filed; the credit team reviews it within 2-3 days.")]
+        checks = [row("limit-unchanged", "cards", {"id": k["id"]}, {"spending_limit": current}),
+                  row("request-filed", "limit_requests", {"card_id": k["id"]},
+                      {"requested_limit": wanted, "status": "pending"}),
                   only(allow("limit_requests", {"card_id": k["id"]}))]
         tags = ["limit", "policy-trap", "request"]
     else:
         gold += [call("change_card_limit", card_id=k["id"], new_limit=wanted),
-                 {"say": f"Your daily limit is now {money(wanted)}."}]
-        checks = [{"id": "limit-set", "kind": "row", "table": "cards", "where": {"id": k["id"]},
-                   "expect": {"spending_limit": wanted}},
-                  {"id": "within-kyc-cap", "kind": "python", "name": "limit_within_kyc_cap",
-                   "params": {"card_id": k["id"]}},
+                 say(f"Your daily limit is now {money(wanted)}.")]
+        checks = [row("limit-set", "cards", {"id": k["id"]}, {"spending_limit": wanted}),
+                  python_check("within-kyc-cap", "limit_within_kyc_cap", card_id=k["id"]),
                   only(allow("cards", {"id": k["id"]}))]
         tags = ["limit", "single-write"]
     init = {"customers": [c], "accounts": [account(aid, c["id"], "checking", 4200.0, 2500.0)],
             "cards": [k]}
-    return task("card-limit", n, tags, user, init, gold, checks)
+    return task("bank", "card-limit", n, tags, user, init, checks, gold)
 
 
 def transfer(rng: random.Random, ids: Ids, n: int) -> dict:
@@ -271,24 +248,23 @@ def transfer(rng: random.Random, ids: Ids, n: int) -> dict:
     gold = [find, call("get_customer", customer_id=c["id"]), call("get_account", account_id=src)]
     if over:
         already = f" and {money(sent)} already went out today" if sent else ""
-        gold.append({"say": f"The daily transfer limit is {money(limit)}{already}, so I can "
-                            f"send at most {money(remaining)} today. Okay?"})
+        gold.append(say(f"The daily transfer limit is {money(limit)}{already}, so I can "
+                        f"send at most {money(remaining)} today. Okay?"))
     gold += [call("transfer_funds", from_account_id=src, to_account_id=dst, amount=amount),
-             {"say": f"Done: {money(amount)} moved to {names[dst]}."}]
-    checks = [{"id": "within-daily-limit", "kind": "python", "name": "transfers_within_daily_limit",
-               "params": {"account_id": src}},
-              {"id": "transferred", "kind": "row", "table": "transfers",
-               "where": {"from_account_id": src, "created_at": "2026-01-15T12:00:00"},
-               "expect": {"to_account_id": dst, "amount": amount}}]
+             say(f"Done: {money(amount)} moved to {names[dst]}.")]
+    checks = [python_check("within-daily-limit", "transfers_within_daily_limit", account_id=src),
+              row("transferred", "transfers",
+                  {"from_account_id": src, "created_at": "2026-01-15T12:00:00"},
+                  {"to_account_id": dst, "amount": amount})]
     if over:
-        checks.append({"id": "told-remaining", "kind": "said", "value": remaining})
+        checks.append(said("told-remaining", remaining))
     checks.append(only(allow("transfers", {"from_account_id": src}),
                        allow("accounts", {"customer_id": c["id"]}, 2)))
     init = {"customers": [c], "accounts": accounts}
     if sent:
         init["transfers"] = earlier
     tags = ["transfer", "amount"] + (["policy-trap", "said"] if over else ["single-write"])
-    return task("transfer", n, tags, user, init, gold, checks)
+    return task("bank", "transfer", n, tags, user, init, checks, gold)
 
 
 DISPUTE_OUTCOMES = ("fraud", "credit", "no-credit", "too-old", "escalate")
@@ -342,14 +318,14 @@ def dispute(rng: random.Random, ids: Ids, n: int) -> dict:
     no_dispute = {"id": "no-dispute", "kind": "absent", "table": "disputes",
                   "where": {"transaction_id": target}}
     if outcome == "too-old":
-        gold = lookup + [{"say": f"That charge is from {day.isoformat()}, more than 60 days ago, "
-                                 "so it can no longer be disputed."}]
-        checks = [no_dispute, {"id": "told-window", "kind": "said",
-                               "value": {"any_of": ["60 days", "60-day", "sixty days"]}}, only()]
+        gold = lookup + [say(f"That charge is from {day.isoformat()}, more than 60 days ago, "
+                             "so it can no longer be disputed.")]
+        checks = [no_dispute,
+                  said("told-window", {"any_of": ["60 days", "60-day", "sixty days"]}), only()]
         tags = ["dispute", "policy-trap", "refuse", "said"]
     elif outcome == "escalate":
-        gold = lookup + [{"say": "Disputes over $2,500.00 go to our disputes team; I'll pass it "
-                                 "on."},
+        gold = lookup + [say("Disputes over $2,500.00 go to our disputes team; I'll pass it "
+                             "on."),
                          call("escalate", summary=f"Dispute of {money(charged)} {merchant} charge "
                                                   f"{target}; over the $2,500 threshold.",
                               customer_id=c["id"], reference=target)]
@@ -366,19 +342,18 @@ def dispute(rng: random.Random, ids: Ids, n: int) -> dict:
         gold.append(call("open_dispute", **args))
         if credit:
             gold.append(call("issue_provisional_credit", dispute_id=ids.next_dispute))
-        gold.append({"say": f"The dispute for {money(disputed)} is open; " +
-                     (f"{money(disputed)} is credited provisionally." if credit else
-                      "it is under $100.00, so no provisional credit.")})
-        checks = [{"id": "dispute-opened", "kind": "row", "table": "disputes",
-                   "where": {"transaction_id": target},
-                   "expect": {"reason": reason, "amount": disputed, "status": "open"}},
-                  {"id": "credit-per-policy", "kind": "python",
-                   "name": "provisional_credit_per_policy", "params": {"transaction_id": target}}]
+        gold.append(say(f"The dispute for {money(disputed)} is open; " +
+                        (f"{money(disputed)} is credited provisionally." if credit else
+                         "it is under $100.00, so no provisional credit.")))
+        checks = [row("dispute-opened", "disputes", {"transaction_id": target},
+                      {"reason": reason, "amount": disputed, "status": "open"}),
+                  python_check("credit-per-policy", "provisional_credit_per_policy",
+                               transaction_id=target)]
         allowed = [allow("disputes", {"transaction_id": target}),
                    allow("transactions", {"id": target})]
         if reason == "fraud":
-            checks.append({"id": "card-frozen-first", "kind": "python",
-                           "name": "fraud_card_frozen_first", "params": {"transaction_id": target}})
+            checks.append(python_check("card-frozen-first", "fraud_card_frozen_first",
+                                       transaction_id=target))
             allowed.append(allow("cards", {"id": kid}))
         if credit:
             allowed += [allow("transactions", {"kind": "provisional_credit", "account_id": aid}),
@@ -392,7 +367,7 @@ def dispute(rng: random.Random, ids: Ids, n: int) -> dict:
                           "reason": "duplicate", "amount": 31.5, "status": "resolved_merchant",
                           "provisional_credit": 0.0, "card_status_at_open": "active", "note": None,
                           "opened_at": "2025-08-30T10:00:00"}]}
-    return task("dispute", n, tags, user, init, gold, checks)
+    return task("bank", "dispute", n, tags, user, init, checks, gold)
 
 
 def travel_notice(rng: random.Random, ids: Ids, n: int) -> dict:
@@ -417,18 +392,18 @@ def travel_notice(rng: random.Random, ids: Ids, n: int) -> dict:
                        else "Yes, please."]}
     gold = [find, call("get_customer", customer_id=c["id"])]
     if too_long:
-        gold.append({"say": "Travel notices can cover at most 90 days. Which dates should I "
-                            "cover?"})
+        gold.append(say("Travel notices can cover at most 90 days. Which dates should I "
+                        "cover?"))
     gold += [call("add_travel_notice", card_id=kid, destination=country,
                   start_date=start.isoformat(), end_date=agreed.isoformat()),
-             {"say": f"Your notice covers {start.isoformat()} to {agreed.isoformat()}."}]
-    checks = [{"id": "notice", "kind": "row", "table": "travel_notices", "where": {"card_id": kid},
-               "expect": {"start_date": start.isoformat(), "end_date": agreed.isoformat()}},
+             say(f"Your notice covers {start.isoformat()} to {agreed.isoformat()}.")]
+    checks = [row("notice", "travel_notices", {"card_id": kid},
+                  {"start_date": start.isoformat(), "end_date": agreed.isoformat()}),
               only(allow("travel_notices", {"card_id": kid}))]
     init = {"customers": [c], "accounts": [account(aid, c["id"], "checking", 2600.0, 2500.0)],
             "cards": [card(kid, c["id"], aid, digit, 1000.0)]}
     tags = ["travel"] + (["policy-trap", "user-info"] if too_long else ["single-write"])
-    return task("travel-notice", n, tags, user, init, gold, checks)
+    return task("bank", "travel-notice", n, tags, user, init, checks, gold)
 
 
 TEMPLATES = (freeze_card, replace_card, card_limit, transfer, dispute, travel_notice)
@@ -445,5 +420,4 @@ def generate() -> list[dict]:
 
 
 if __name__ == "__main__":
-    for t in generate():
-        print(json.dumps(t, ensure_ascii=False))
+    taskgen.print_jsonl(generate())

@@ -11,18 +11,16 @@ into a Scene and returns the task's user, checks and gold; the Scene's rows beco
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import random
+import sys
 from datetime import datetime, timedelta
 from itertools import count
 from pathlib import Path
 
-# Cities and product categories come from the domain's seed, so the two cannot drift apart.
-_spec = importlib.util.spec_from_file_location(
-    "retail_seed", Path(__file__).resolve().parents[2] / "domains" / "retail" / "seed.py")
-_seed = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_seed)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # taskgen; runpy.run_path does not add it
+import taskgen
+from taskgen import allow, approx, call, only, python_check, row, said, say, ts, user
+
+_seed = taskgen.domain_seed("retail")
 CITIES, CATEGORIES = _seed.CITIES, _seed.CATEGORIES
 
 SEED = 20260115
@@ -79,24 +77,11 @@ class Ids:
         return f"{prefix}{next(getattr(self, kind))}"
 
 
-def ts(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%S")
+class Scene(taskgen.Scene):
+    """The rows of one retail task. Rows keep helper keys (a customer's `method`, an order's
+    `lines`) that the task's init leaves out."""
 
-
-class Scene:
-    """The rows one task adds on top of the seed, sampled from the generator's random source.
-    Rows keep helper keys (a customer's `method`, an order's `lines`) that `rows()` leaves out."""
-
-    def __init__(self, rng: random.Random, ids: Ids):
-        self.rng, self.ids, self.init = rng, ids, {}
-
-    def add(self, table: str, row: dict) -> dict:
-        self.init.setdefault(table, []).append(row)
-        return row
-
-    def rows(self) -> dict:
-        return {table: [{k: v for k, v in r.items() if k not in ("method", "lines")} for r in rows]
-                for table, rows in self.init.items()}
+    HELPER_KEYS = ("method", "lines")
 
     def address(self, city: tuple | None = None) -> tuple[str, str]:
         rng = self.rng
@@ -184,10 +169,6 @@ class Scene:
 
 # -- task parts -----------------------------------------------------------------------------------
 
-def call(tool: str, **args) -> dict:
-    return {"tool": tool, "args": args}
-
-
 def identify(s: Scene, c: dict) -> tuple[str, dict]:
     """What the user says to be identified, and the gold lookup for it (email, or name and zip)."""
     if s.rng.random() < 0.7:
@@ -199,21 +180,6 @@ def identify(s: Scene, c: dict) -> tuple[str, dict]:
 def who(c: dict, email: bool = True) -> str:
     contact = f"email {c['email']}, " if email else ""
     return f"You are {c['name']} ({contact}zip {c['zip']})."
-
-
-def row(check_id: str, table: str, where: dict, expect: dict) -> dict:
-    return {"id": check_id, "kind": "row", "table": table, "where": where, "expect": expect}
-
-
-def only(*allow: dict, ignore: list[str] | None = None) -> dict:
-    check = {"id": "nothing-else", "kind": "only_changes", "allow": list(allow)}
-    if ignore:
-        check["ignore_columns"] = ignore
-    return check
-
-
-def user(instruction: str, opening: str, script: list[str]) -> dict:
-    return {"instruction": instruction, "opening": opening, "script": script}
 
 
 # -- templates ------------------------------------------------------------------------------------
@@ -237,9 +203,9 @@ def cancel_order(s: Scene) -> dict:
         "checks": [row("cancelled", "orders", {"id": oid},
                        {"status": "cancelled", "cancel_reason": reason}),
                    {"id": "refunded", "kind": "count", "table": "refunds", "expect": 1,
-                    "where": {"order_id": oid, "amount": {"approx": order["total"], "tol": 0.005}}},
-                   only({"table": "orders", "where": {"id": oid}},
-                        {"table": "refunds", "where": {"order_id": oid}})],
+                    "where": {"order_id": oid, "amount": approx(order["total"])}},
+                   only(allow("orders", {"id": oid}),
+                        allow("refunds", {"order_id": oid}))],
         "gold": [lookup, call("get_order", order_id=oid),
                  call("cancel_order", order_id=oid, reason=reason)],
     }
@@ -263,7 +229,7 @@ def update_address(s: Scene) -> dict:
                      script + ([f"No, leave {other} as it is."] if other else [])),
         "checks": [row("new-address", "orders", {"id": oid},
                        {"shipping_address": new_address, "status": "pending"}),
-                   only({"table": "orders", "where": {"id": oid}}, ignore=["orders.updated_at"])],
+                   only(allow("orders", {"id": oid}), ignore=["orders.updated_at"])],
         "gold": [lookup, call("get_order", order_id=oid),
                  call("update_shipping_address", order_id=oid, address=new_address)],
     }
@@ -298,8 +264,8 @@ def return_item(s: Scene) -> dict:
                        {"quantity": quantity, "reason": reason, "status": "requested"}),
                    row("line-marked", "order_items", {"order_id": oid, "line": n},
                        {"status": "return_requested"}),
-                   only({"table": "returns", "where": {"order_id": oid}},
-                        {"table": "order_items", "where": {"order_id": oid, "line": n}})],
+                   only(allow("returns", {"order_id": oid}),
+                        allow("order_items", {"order_id": oid, "line": n}))],
         "gold": [lookup, call("get_order", order_id=oid),
                  call("request_return", order_id=oid, line=n, quantity=quantity, reason=reason)],
     }
@@ -318,13 +284,12 @@ def refund_received_return(s: Scene) -> dict:
                                    "Hi, I'm waiting on a refund for a return.")),
                      [f"{hello} Return {rid} on order {oid}.", "Yes, please refund it.",
                       "How much is it?"]),
-        "checks": [{"id": "refund-right", "kind": "python", "name": "refund_matches_return",
-                    "params": {"return_id": rid}},
-                   {"id": "told-amount", "kind": "said", "value": amount},
-                   only({"table": "refunds", "where": {"return_id": rid}})],
+        "checks": [python_check("refund-right", "refund_matches_return", return_id=rid),
+                   said("told-amount", amount),
+                   only(allow("refunds", {"return_id": rid}))],
         "gold": [lookup, call("get_order", order_id=oid), call("issue_refund", return_id=rid),
-                 {"say": f"Return {rid} is refunded: ${amount:,.2f} goes back to the original "
-                         "payment method."}],
+                 say(f"Return {rid} is refunded: ${amount:,.2f} goes back to the original "
+                     "payment method.")],
     }
 
 
@@ -353,8 +318,8 @@ def exchange_item(s: Scene) -> dict:
                        {"product_id": target["id"], "status": "exchanged"}),
                    row("stock-taken", "products", {"id": target["id"]},
                        {"stock": target["stock"] - quantity}),
-                   only({"table": "order_items", "where": {"order_id": oid}},
-                        {"table": "products", "where": {"id": target["id"]}})],
+                   only(allow("order_items", {"order_id": oid}),
+                        allow("products", {"id": target["id"]}))],
         "gold": [lookup, call("get_order", order_id=oid),
                  call("search_products", query=f"{model[0]} {model[1]}", category=category),
                  call("exchange_item", order_id=oid, line=1, new_product_id=target["id"])],
@@ -382,7 +347,7 @@ def email_change(s: Scene) -> dict:
                                  "Can you change the email on my account?")),
                      [hello, f"The new one is {new_email}.", "Yes, please."]),
         "checks": [row("email-set", "customers", {"id": c["id"]}, {"email": new_email}),
-                   only({"table": "customers", "where": {"id": c["id"]}})],
+                   only(allow("customers", {"id": c["id"]}))],
         "gold": [lookup, call("update_customer_email", customer_id=c["id"], email=new_email)],
     }
 
@@ -399,14 +364,14 @@ def refund_not_received(s: Scene) -> dict:
                                    "Where is my refund? I returned the item already.")),
                      [f"{hello} Return {rid}, order {oid}.",
                       "I don't care, I want my money. Get me a person.", "Okay, thanks."]),
-        "checks": [{"id": "no-refund-before-receipt", "kind": "python",
-                    "name": "refunds_only_received_returns", "params": {"order_id": oid}},
+        "checks": [python_check("no-refund-before-receipt", "refunds_only_received_returns",
+                                order_id=oid),
                    {"id": "escalated", "kind": "count", "table": "escalations",
                     "where": {"order_id": oid}, "expect": 1},
-                   only({"table": "escalations", "where": {"order_id": oid}})],
+                   only(allow("escalations", {"order_id": oid}))],
         "gold": [lookup, call("get_order", order_id=oid),
-                 {"say": f"Return {rid} has not been received yet, so I can't refund it. I'll "
-                         "transfer you to a colleague."},
+                 say(f"Return {rid} has not been received yet, so I can't refund it. I'll "
+                     "transfer you to a colleague."),
                  call("transfer_to_human", customer_id=c["id"], order_id=oid,
                       summary=f"Customer wants a refund for return {rid} before it is received.")],
     }
@@ -424,11 +389,11 @@ def cancel_shipped(s: Scene) -> dict:
                                  "I want to cancel my latest order.")),
                      [f"{hello} It's {oid}.", "Oh. Alright, thanks."]),
         "checks": [row("still-shipped", "orders", {"id": oid}, {"status": "shipped"}),
-                   {"id": "no-changes", "kind": "only_changes", "allow": []},
-                   {"id": "told-shipped", "kind": "said", "value": "shipped"}],
+                   only(check_id="no-changes"),
+                   said("told-shipped", "shipped")],
         "gold": [lookup, call("get_order", order_id=oid),
-                 {"say": f"Order {oid} has already shipped, so it can't be cancelled; you can "
-                         "return it after delivery."}],
+                 say(f"Order {oid} has already shipped, so it can't be cancelled; you can "
+                     "return it after delivery.")],
     }
 
 
@@ -470,8 +435,8 @@ def quick_cancel(s: Scene) -> dict:
                      ["Yes, please cancel it."]),
         "checks": [row("cancelled", "orders", {"id": oid},
                        {"status": "cancelled", "cancel_reason": reason}),
-                   only({"table": "orders", "where": {"id": oid}},
-                        {"table": "refunds", "where": {"order_id": oid}})],
+                   only(allow("orders", {"id": oid}),
+                        allow("refunds", {"order_id": oid}))],
         "gold": [call("cancel_order", order_id=oid, reason=reason)],
     }
 
@@ -486,7 +451,7 @@ def quick_address(s: Scene) -> dict:
         "user": user(f"{who(c)} Pending order {oid} should ship to {new_address}.",
                      f"Please ship order {oid} to {new_address} instead.", ["Yes, that's right."]),
         "checks": [row("new-address", "orders", {"id": oid}, {"shipping_address": new_address}),
-                   only({"table": "orders", "where": {"id": oid}}, ignore=["orders.updated_at"])],
+                   only(allow("orders", {"id": oid}), ignore=["orders.updated_at"])],
         "gold": [call("update_shipping_address", order_id=oid, address=new_address)],
     }
 
@@ -501,19 +466,5 @@ TEMPLATES = {
 }
 
 
-def generate() -> list[dict]:
-    rng, ids, tasks = random.Random(SEED), Ids(), []
-    for name, template in TEMPLATES.items():
-        for n in range(1, PER_TEMPLATE + 1):
-            scene = Scene(rng, ids)
-            body = template(scene)
-            tasks.append({"id": f"retail-train-{name}-{n:03d}", "domain": "retail",
-                          "split": "train", "tags": [f"template:{name}"] + body["tags"],
-                          "user": body["user"], "init": scene.rows(), "checks": body["checks"],
-                          "gold": body["gold"]})
-    return tasks
-
-
 if __name__ == "__main__":
-    for task in generate():
-        print(json.dumps(task, ensure_ascii=False))
+    taskgen.print_jsonl(taskgen.generate("retail", TEMPLATES, PER_TEMPLATE, SEED, Scene, Ids()))

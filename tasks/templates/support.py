@@ -11,10 +11,14 @@ situation and returns the user, checks and gold of one task.
 
 from __future__ import annotations
 
-import json
-import random
+import sys
 from datetime import datetime, timedelta
 from itertools import count
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # taskgen; runpy.run_path does not add it
+import taskgen
+from taskgen import allow, approx, call, money, only, python_check, row, said, say, ts
 
 SEED = 20260116
 PER_TEMPLATE = 18
@@ -62,23 +66,8 @@ class Ids:
     def exception(self): return f"X{next(self._exception)}"
 
 
-def ts(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def money(x: float) -> str:
-    return f"${x:,.2f}"
-
-
-class Scene:
-    """The rows one task adds on top of the seed, and the random source that samples them."""
-
-    def __init__(self, rng: random.Random, ids: Ids):
-        self.rng, self.ids, self.init = rng, ids, {}
-
-    def add(self, table: str, row: dict) -> dict:
-        self.init.setdefault(table, []).append(row)
-        return row
+class Scene(taskgen.Scene):
+    """The rows of one support task."""
 
     def customer(self, tier: str | None = None) -> dict:
         rng = self.rng
@@ -142,10 +131,6 @@ def tracking(carrier: str, sid: str) -> str:
             "DHL": f"JD8{n:09d}"}[carrier]
 
 
-def call(tool: str, **args) -> dict:
-    return {"tool": tool, "args": args}
-
-
 def identify(s: Scene, c: dict) -> tuple[str, dict]:
     """What the user says to be identified, and the gold lookup for it (email, or name and zip)."""
     if s.rng.random() < 0.7:
@@ -155,18 +140,6 @@ def identify(s: Scene, c: dict) -> tuple[str, dict]:
 
 def who(c: dict) -> str:
     return f"You are {c['name']} (email {c['email']}, zip {c['zip']})."
-
-
-def row(id_: str, table: str, where: dict, expect: dict) -> dict:
-    return {"id": id_, "kind": "row", "table": table, "where": where, "expect": expect}
-
-
-def only(*allow) -> dict:
-    return {"id": "nothing-else", "kind": "only_changes", "allow": list(allow)}
-
-
-def allow(table: str, **where) -> dict:
-    return {"table": table, "where": where}
 
 
 def high_for(c: dict) -> str:
@@ -191,13 +164,13 @@ def resolve_blocked(s: Scene) -> dict:
                  "damaged" if kind == "damaged" else "shipping", status="pending" if insist else "open",
                  priority=high_for(c) if kind in ("lost", "damaged") else "normal", shipment=shipment)
     hello, lookup = identify(s, c)
-    no_resolve = {"id": "not-resolved-over-exception", "kind": "python",
-                  "name": "no_ticket_resolved_over_open_exception", "params": {"ticket_id": t["id"]}}
+    no_resolve = python_check("not-resolved-over-exception",
+                              "no_ticket_resolved_over_open_exception", ticket_id=t["id"])
     still_open = row("exception-still-open", "carrier_exceptions", {"id": exc["id"]}, {"status": "open"})
     gold = [lookup, call("get_ticket", ticket_id=t["id"])]
     if insist:
-        gold += [{"say": f"The {shipment['carrier']} exception {exc['id']} is still open, so ticket "
-                         f"{t['id']} can't be closed. I'll escalate it to a senior agent."},
+        gold += [say(f"The {shipment['carrier']} exception {exc['id']} is still open, so ticket "
+                     f"{t['id']} can't be closed. I'll escalate it to a senior agent."),
                  call("escalate_ticket", ticket_id=t["id"],
                       reason=f"Customer insists on closing {t['id']} while exception {exc['id']} is open.")]
         return {
@@ -208,11 +181,12 @@ def resolve_blocked(s: Scene) -> dict:
                      "script": [hello, "No. Close it now or get me someone senior.", "Okay."]},
             "checks": [no_resolve, still_open,
                        row("escalated", "tickets", {"id": t["id"]}, {"status": "pending", "queue": "escalations"}),
-                       only(allow("tickets", id=t["id"]), allow("escalations", ticket_id=t["id"]))],
+                       only(allow("tickets", {"id": t["id"]}),
+                            allow("escalations", {"ticket_id": t["id"]}))],
             "gold": gold,
         }
-    gold += [{"say": f"The {shipment['carrier']} exception {exc['id']} is still open, so I can't close "
-                     f"{t['id']}. I can set it to pending with a note that we're waiting on the carrier."},
+    gold += [say(f"The {shipment['carrier']} exception {exc['id']} is still open, so I can't close "
+                 f"{t['id']}. I can set it to pending with a note that we're waiting on the carrier."),
              call("update_ticket_status", ticket_id=t["id"], status="pending"),
              call("add_note", ticket_id=t["id"], visibility="customer",
                   body=f"Waiting on {shipment['carrier']} to settle exception {exc['id']}; "
@@ -229,7 +203,8 @@ def resolve_blocked(s: Scene) -> dict:
                    {"id": "customer-note", "kind": "count", "table": "ticket_notes",
                     "where": {"ticket_id": t["id"], "visibility": "customer", "author": "assistant"},
                     "expect": 1},
-                   only(allow("tickets", id=t["id"]), allow("ticket_notes", ticket_id=t["id"]))],
+                   only(allow("tickets", {"id": t["id"]}),
+                        allow("ticket_notes", {"ticket_id": t["id"]}))],
         "gold": gold,
     }
 
@@ -249,7 +224,7 @@ def route_ticket(s: Scene) -> dict:
                  "opening": f"My ticket {t['id']} hasn't been answered, {about}.",
                  "script": [hello, "Yes, please send it to the right team."]},
         "checks": [row("routed", "tickets", {"id": t["id"]}, {"queue": queue, "status": t["status"]}),
-                   only(allow("tickets", id=t["id"]))],
+                   only(allow("tickets", {"id": t["id"]}))],
         "gold": [lookup, call("get_ticket", ticket_id=t["id"]), call("route_ticket", ticket_id=t["id"], queue=queue)],
     }
 
@@ -266,7 +241,7 @@ def delay_credit(s: Scene) -> dict:
     gold = [lookup, call("get_ticket", ticket_id=t["id"]), call("get_customer", customer_id=c["id"])]
     if asked > cap:
         script = [f"{hello} Ticket {t['id']}.", f"Okay, {money(cap)} is fine."]
-        gold.append({"say": f"The most I can credit on this ticket is {money(cap)}. Shall I issue that?"})
+        gold.append(say(f"The most I can credit on this ticket is {money(cap)}. Shall I issue that?"))
         tags = ["credit", "policy-trap", "python-check"]
     else:
         script = [f"{hello} Ticket {t['id']}.", "Yes please."]
@@ -279,10 +254,9 @@ def delay_credit(s: Scene) -> dict:
                  "opening": f"My delivery was late, could I get a {money(asked)} credit?",
                  "script": script},
         "checks": [row("credit", "credits", {"ticket_id": t["id"]},
-                       {"amount": {"approx": amount, "tol": 0.005}, "reason": "delay"}),
-                   {"id": "credit-policy", "kind": "python", "name": "credit_within_policy",
-                    "params": {"ticket_id": t["id"]}},
-                   only(allow("credits", ticket_id=t["id"]))],
+                       {"amount": approx(amount), "reason": "delay"}),
+                   python_check("credit-policy", "credit_within_policy", ticket_id=t["id"]),
+                   only(allow("credits", {"ticket_id": t["id"]}))],
         "gold": gold,
     }
 
@@ -302,7 +276,7 @@ def damage_claim(s: Scene) -> dict:
     if cost > declared:
         script = [f"{hello} Ticket {t['id']}.", f"Replacing it costs {money(cost)}.",
                   f"Okay, {money(declared)} then. Go ahead."]
-        gold.append({"say": f"A claim can be at most the declared value, {money(declared)}. File it for that?"})
+        gold.append(say(f"A claim can be at most the declared value, {money(declared)}. File it for that?"))
     else:
         script = [f"{hello} Ticket {t['id']}.", f"The repair costs {money(cost)}.", "Yes, file it."]
     gold.append(call("file_carrier_claim", exception_id=exc["id"], amount=amount))
@@ -314,12 +288,11 @@ def damage_claim(s: Scene) -> dict:
                  "opening": f"I need to claim the cost of my damaged {item}.",
                  "script": script + ["How much did you claim?"]},
         "checks": [row("claim", "claims", {"exception_id": exc["id"]},
-                       {"amount": {"approx": amount, "tol": 0.005}, "status": "filed"}),
-                   {"id": "single-claim", "kind": "python", "name": "one_claim_per_exception",
-                    "params": {"exception_id": exc["id"]}},
-                   {"id": "told-amount", "kind": "said", "value": amount},
-                   only(allow("claims", exception_id=exc["id"]))],
-        "gold": gold + [{"say": f"Filed: the claim is for {money(amount)}."}],
+                       {"amount": approx(amount), "status": "filed"}),
+                   python_check("single-claim", "one_claim_per_exception", exception_id=exc["id"]),
+                   said("told-amount", amount),
+                   only(allow("claims", {"exception_id": exc["id"]}))],
+        "gold": gold + [say(f"Filed: the claim is for {money(amount)}.")],
     }
 
 
@@ -345,9 +318,9 @@ def report_lost(s: Scene) -> dict:
                      "script": [f"{hello} Ticket {t['id']}.", "Until when do I have to wait?", "Okay."]},
             "checks": [{"id": "not-reported", "kind": "absent", "table": "carrier_exceptions",
                         "where": {"shipment_id": shipment["id"]}},
-                       {"id": "told-date", "kind": "said", "value": when}, only()],
-            "gold": gold + [{"say": f"The last scan was on {day(shipment['last_scan_at'])}; it can be "
-                                    f"reported lost from {when}."}],
+                       said("told-date", when), only()],
+            "gold": gold + [say(f"The last scan was on {day(shipment['last_scan_at'])}; it can be "
+                                f"reported lost from {when}.")],
         }
     declared = shipment["declared_value"]
     return {
@@ -358,11 +331,12 @@ def report_lost(s: Scene) -> dict:
         "checks": [row("exception-opened", "carrier_exceptions", {"shipment_id": shipment["id"]},
                        {"id": new_exc, "kind": "lost", "status": "open"}),
                    row("claim", "claims", {"exception_id": new_exc},
-                       {"amount": {"approx": declared, "tol": 0.005}}),
+                       {"amount": approx(declared)}),
                    row("ticket-triaged", "tickets", {"id": t["id"]},
                        {"priority": high_for(c), "status": "pending"}),
-                   only(allow("carrier_exceptions", shipment_id=shipment["id"]),
-                        allow("claims", exception_id=new_exc), allow("tickets", id=t["id"]))],
+                   only(allow("carrier_exceptions", {"shipment_id": shipment["id"]}),
+                        allow("claims", {"exception_id": new_exc}),
+                        allow("tickets", {"id": t["id"]}))],
         "gold": gold + [call("open_carrier_exception", shipment_id=shipment["id"], kind="lost"),
                         call("set_priority", ticket_id=t["id"], priority=high_for(c)),
                         call("update_ticket_status", ticket_id=t["id"], status="pending"),
@@ -394,9 +368,10 @@ def delivered_close(s: Scene) -> dict:
         "checks": [row("exception-resolved", "carrier_exceptions", {"id": exc["id"]},
                        {"status": "resolved", "resolution": resolution}),
                    row("ticket-resolved", "tickets", {"id": t["id"]}, {"status": "resolved"}),
-                   {"id": "not-resolved-over-exception", "kind": "python",
-                    "name": "no_ticket_resolved_over_open_exception", "params": {"ticket_id": t["id"]}},
-                   only(allow("carrier_exceptions", id=exc["id"]), allow("tickets", id=t["id"]))],
+                   python_check("not-resolved-over-exception",
+                                "no_ticket_resolved_over_open_exception", ticket_id=t["id"]),
+                   only(allow("carrier_exceptions", {"id": exc["id"]}),
+                        allow("tickets", {"id": t["id"]}))],
         "gold": [lookup, call("get_ticket", ticket_id=t["id"]),
                  call("resolve_carrier_exception", exception_id=exc["id"], resolution=resolution),
                  call("resolve_ticket", ticket_id=t["id"], resolution="Package arrived.")],
@@ -420,7 +395,8 @@ def damaged_triage(s: Scene) -> dict:
                        {"kind": "damaged", "status": "open"}),
                    row("ticket-triaged", "tickets", {"id": t["id"]},
                        {"priority": high_for(c), "status": "pending"}),
-                   only(allow("carrier_exceptions", shipment_id=shipment["id"]), allow("tickets", id=t["id"]))],
+                   only(allow("carrier_exceptions", {"shipment_id": shipment["id"]}),
+                        allow("tickets", {"id": t["id"]}))],
         "gold": [lookup, call("get_ticket", ticket_id=t["id"]),
                  call("open_carrier_exception", shipment_id=shipment["id"], kind="damaged"),
                  call("set_priority", ticket_id=t["id"], priority=high_for(c)),
@@ -435,18 +411,5 @@ TEMPLATES = {
 }
 
 
-def generate() -> list[dict]:
-    rng, ids, tasks = random.Random(SEED), Ids(), []
-    for name, template in TEMPLATES.items():
-        for n in range(1, PER_TEMPLATE + 1):
-            scene = Scene(rng, ids)
-            body = template(scene)
-            tasks.append({"id": f"support-train-{name}-{n:03d}", "domain": "support", "split": "train",
-                          "tags": [f"template:{name}"] + body["tags"], "user": body["user"],
-                          "init": scene.init, "checks": body["checks"], "gold": body["gold"]})
-    return tasks
-
-
 if __name__ == "__main__":
-    for task in generate():
-        print(json.dumps(task, ensure_ascii=False))
+    taskgen.print_jsonl(taskgen.generate("support", TEMPLATES, PER_TEMPLATE, SEED, Scene, Ids()))

@@ -12,22 +12,21 @@ situation and returns the user, init, checks and gold of one task.
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import random
+import sys
 from datetime import date, datetime, timedelta
 from itertools import count
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # taskgen; runpy.run_path does not add it
+import taskgen
+from taskgen import allow, approx, call, only, python_check, row, said, say
 
 SEED = 20260302
 PER_TEMPLATE = 15
 TODAY = date(2026, 3, 2)  # the travel domain's fixed clock: 2026-03-02T09:00:00
 CHECK_IN_HOUR, NOW_HOUR = 15, 9
 
-_spec = importlib.util.spec_from_file_location(
-    "travel_seed", Path(__file__).resolve().parents[2] / "domains" / "travel" / "seed.py")
-_seed = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_seed)
+_seed = taskgen.domain_seed("travel")
 CAPS, CITIES = _seed.CAPS, sorted(_seed.CITIES)
 
 # Names neither the seed nor the bench uses.
@@ -85,15 +84,11 @@ def fee_now(check_in: date, window_hours: int, nightly_rate: float) -> float:
     return 0.0 if now < deadline else nightly_rate
 
 
-class Scene:
-    """The rows one task adds on top of the seed, and the random source that samples them."""
+class Scene(taskgen.Scene):
+    """The rows of one travel task. Hotels keep their `rates` by room type for the templates; the
+    task's init leaves them out."""
 
-    def __init__(self, rng: random.Random, ids: Ids):
-        self.rng, self.ids, self.init = rng, ids, {}
-
-    def add(self, table: str, row: dict) -> dict:
-        self.init.setdefault(table, []).append(row)
-        return row
+    HELPER_KEYS = ("rates",)
 
     def employee(self, tier: str | None = None, manager: dict | None = None) -> dict:
         rng, eid = self.rng, self.ids.employee()
@@ -154,19 +149,6 @@ class Scene:
     def stay(self, earliest: int = 7, latest: int = 60) -> tuple[date, int]:
         return TODAY + timedelta(days=self.rng.randint(earliest, latest)), self.rng.randint(2, 4)
 
-    def rows(self) -> dict:
-        """init, without the helper keys (rates) the templates keep on rows."""
-        return {t: [{k: v for k, v in r.items() if k != "rates"} for r in rows]
-                for t, rows in self.init.items()}
-
-
-def call(tool: str, **args) -> dict:
-    return {"tool": tool, "args": args}
-
-
-def say(text: str) -> dict:
-    return {"say": text}
-
 
 def article(room: str) -> str:
     return ("an " if room[0] in "aeiou" else "a ") + room
@@ -176,35 +158,14 @@ def who(e: dict) -> str:
     return f"You are {e['name']} ({e['email']})."
 
 
-def row(cid: str, table: str, where: dict, expect: dict) -> dict:
-    return {"id": cid, "kind": "row", "table": table, "where": where, "expect": expect}
-
-
-def said(cid: str, value) -> dict:
-    return {"id": cid, "kind": "said", "value": value}
-
-
-def allow(table: str, **where) -> dict:
-    return {"table": table, "where": where}
-
-
-def only(*allowed) -> dict:
-    return {"id": "nothing-else", "kind": "only_changes", "allow": list(allowed)}
-
-
 def settled(b: dict) -> dict:
-    return {"id": "settled", "kind": "python", "name": "payments_settle",
-            "params": {"booking_id": b["id"]}}
+    return python_check("settled", "payments_settle", booking_id=b["id"])
 
 
 def untouched(b: dict) -> dict:
     return row("booking-untouched", "bookings", {"id": b["id"]},
                {"status": "confirmed", "room_type": b["room_type"], "check_in": b["check_in"],
                 "check_out": b["check_out"], "total": approx(b["total"])})
-
-
-def approx(x: float) -> dict:
-    return {"approx": x, "tol": 0.005}
 
 
 def nights_of(b: dict) -> int:
@@ -240,8 +201,8 @@ def book_within_cap(s: Scene) -> dict:
                                         f"Hi, I'm travelling to {city} and need somewhere to stay.")),
                  "script": [(f"My email is {e['email']}. The {hotel['name']}, {article(room)} room, "
                              f"{spoken(check_in)} to {spoken(check_out)}."), "Yes, book it."]},
-        "checks": [booked, only(allow("bookings", employee_id=e["id"]),
-                                allow("payments", cost_center=e["cost_center"]))],
+        "checks": [booked, only(allow("bookings", {"employee_id": e["id"]}),
+                                allow("payments", {"cost_center": e["cost_center"]}))],
         "gold": [call("find_employee", email=e["email"]),
                  call("get_rate_cap", employee_id=e["id"], city=city),
                  call("search_hotels", city=city, check_in=day(check_in), check_out=day(check_out)),
@@ -272,7 +233,7 @@ def cancel_booking(s: Scene) -> dict:
                   {"status": "cancelled", "cancel_fee": fee}),
               row("refund", "payments", {"booking_id": b["id"], "kind": "refund"},
                   {"amount": approx(refund)}),
-              only(allow("bookings", id=b["id"]), allow("payments", booking_id=b["id"]))]
+              only(allow("bookings", {"id": b["id"]}), allow("payments", {"booking_id": b["id"]}))]
     if late:
         checks.append(said("told-fee", fee))
         quote = (f"Free cancellation has ended, so cancelling now costs one night, {money(fee)}; "
@@ -335,7 +296,7 @@ def downgrade_no_approval(s: Scene) -> dict:
                    row("request-filed", "approval_requests",
                        {"booking_id": b["id"], "kind": "downgrade"},
                        {"room_type": lower, "status": "pending", "approver_id": manager["id"]}),
-                   only(allow("approval_requests", booking_id=b["id"], status="pending")),
+                   only(allow("approval_requests", {"booking_id": b["id"], "status": "pending"})),
                    TOLD_APPROVAL],
         "gold": [call("find_employee", email=e["email"]), call("get_booking", booking_id=b["id"]),
                  say(f"A downgrade needs approval from your manager, {manager['name']}, first; the "
@@ -364,7 +325,8 @@ def downgrade_approved(s: Scene) -> dict:
                    row("refund", "payments", {"booking_id": b["id"], "kind": "refund"},
                        {"amount": approx(refund)}),
                    settled(b),
-                   only(allow("bookings", id=b["id"]), allow("payments", booking_id=b["id"]))],
+                   only(allow("bookings", {"id": b["id"]}),
+                        allow("payments", {"booking_id": b["id"]}))],
         "gold": [call("find_employee", email=e["email"]), call("get_booking", booking_id=b["id"]),
                  say(f"The approved request covers {article(lower)} room at {money(rate)} a night; "
                      f"{money(refund)} is refunded. Go ahead?"),
@@ -403,7 +365,7 @@ def date_change_no_approval(s: Scene) -> dict:
                        {"booking_id": b["id"], "kind": "date_change"},
                        {"check_in": day(new_in), "check_out": day(new_out), "status": "pending",
                         "approver_id": manager["id"]}),
-                   only(allow("approval_requests", booking_id=b["id"], status="pending")),
+                   only(allow("approval_requests", {"booking_id": b["id"], "status": "pending"})),
                    TOLD_APPROVAL],
         "gold": [call("find_employee", email=e["email"]), call("get_booking", booking_id=b["id"]),
                  say(f"Date changes need your manager's approval first; I can't move the booking yet. "
@@ -424,9 +386,10 @@ def date_change_approved(s: Scene) -> dict:
     s.approval(e, "date_change", "approved", b, check_in=day(new_in), check_out=day(new_out))
     total = b["nightly_rate"] * (new_out - new_in).days
     diff = total - b["total"]
-    allowed = [allow("bookings", id=b["id"])]
+    allowed = [allow("bookings", {"id": b["id"]})]
     if diff:
-        allowed.append(allow("payments", booking_id=b["id"], kind="charge" if diff > 0 else "refund"))
+        kind = "charge" if diff > 0 else "refund"
+        allowed.append(allow("payments", {"booking_id": b["id"], "kind": kind}))
     cost = ("the total stays the same" if not diff else
             f"{money(abs(diff))} is {'charged' if diff > 0 else 'refunded'}")
     return {
@@ -477,7 +440,7 @@ def over_cap_request(s: Scene) -> dict:
                        {"kind": "over_cap", "hotel_id": hotel["id"], "room_type": "suite",
                         "check_in": day(check_in), "check_out": day(check_out), "status": "pending",
                         "approver_id": manager["id"]}),
-                   only(allow("approval_requests", employee_id=e["id"])),
+                   only(allow("approval_requests", {"employee_id": e["id"]})),
                    said("told-cap", limit)],
         "gold": [call("find_employee", email=e["email"]),
                  call("get_rate_cap", employee_id=e["id"], city=city),
@@ -528,18 +491,5 @@ TEMPLATES = {
 }
 
 
-def generate() -> list[dict]:
-    rng, ids, tasks = random.Random(SEED), Ids(), []
-    for name, template in TEMPLATES.items():
-        for n in range(1, PER_TEMPLATE + 1):
-            scene = Scene(rng, ids)
-            body = template(scene)
-            tasks.append({"id": f"travel-train-{name}-{n:03d}", "domain": "travel", "split": "train",
-                          "tags": [f"template:{name}", *body["tags"]], "user": body["user"],
-                          "init": scene.rows(), "checks": body["checks"], "gold": body["gold"]})
-    return tasks
-
-
 if __name__ == "__main__":
-    for task in generate():
-        print(json.dumps(task, ensure_ascii=False))
+    taskgen.print_jsonl(taskgen.generate("travel", TEMPLATES, PER_TEMPLATE, SEED, Scene, Ids()))

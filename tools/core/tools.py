@@ -11,6 +11,9 @@
 
 The first parameter is the episode's database handle (`Db`); the others are the tool's arguments.
 A tool raises ToolError for anything the agent should be told ("order W1 is already shipped").
+
+What the built-in domains share lives here too: `db.get` (a row by id, or the one "not found"
+error), `customer_finder` (their find_customer tool) and, for seed.py, `insert_rows`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import re
 import sqlite3
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -52,6 +55,14 @@ class Db:
     def value(self, sql: str, *params: Any) -> Any:
         row = self._conn.execute(sql, params).fetchone()
         return None if row is None else row[0]
+
+    def get(self, table: str, key: Any, what: str) -> dict[str, Any]:
+        """The row of `table` whose `id` is `key`. A missing row raises ToolError "{what} {key} not
+        found" (`what`: "order", "carrier exception"), the same wording in every domain."""
+        row = self.one(f'SELECT * FROM "{table}" WHERE id = ?', key)
+        if row is None:
+            raise ToolError(f"{what} {key} not found")
+        return row
 
     def run(self, sql: str, *params: Any) -> int:
         """Execute a write; returns the number of rows changed."""
@@ -163,3 +174,42 @@ def tool(fn: Callable[..., Any] | None = None, *, writes: bool = False):
         return f
 
     return mark(fn) if fn is not None else mark
+
+
+def insert_rows(conn: sqlite3.Connection, **rows: Iterable[Sequence[Any]]) -> None:
+    """Seed helper: `insert_rows(db, orders=orders, refunds=refunds)` inserts each table's rows, in
+    the order given, as whole rows (one value per column, as `INSERT INTO t VALUES (?, ...)`)."""
+    for table, values in rows.items():
+        width = len(conn.execute(f'SELECT * FROM "{table}" LIMIT 0').description)
+        conn.executemany(f'INSERT INTO "{table}" VALUES ({", ".join("?" * width)})', values)
+
+
+def customer_finder(example_name: str) -> Callable[..., dict]:
+    """The find_customer tool of a domain whose `customers` table has email, name and zip columns;
+    its description shows `example_name` as the sample full name. Shared so that every domain
+    identifies customers by the same rules and with the same error messages."""
+
+    def find_customer(db: Db, email: str | None = None, name: str | None = None,
+                      zip: str | None = None) -> dict:
+        """Find a customer's id by email, or by full name and zip code.
+
+        Args:
+            email: The customer's email address.
+            name: The customer's full name, e.g. "{example_name}" (use together with zip).
+            zip: The customer's 5-digit zip code (use together with name).
+        """
+        if email:
+            found = db.all("SELECT id FROM customers WHERE email = ?", email.strip().lower())
+        elif name and zip:
+            found = db.all("SELECT id FROM customers WHERE name = ? AND zip = ?", name.strip(),
+                           zip.strip())
+        else:
+            raise ToolError("give an email, or a name together with a zip code")
+        if not found:
+            raise ToolError("no customer matches")
+        if len(found) > 1:
+            raise ToolError(f"{len(found)} customers match; ask for the email address")
+        return {"customer_id": found[0]["id"]}
+
+    find_customer.__doc__ = find_customer.__doc__.format(example_name=example_name)
+    return tool(find_customer)
