@@ -55,7 +55,7 @@ from endstate.core.domain import Domains
 from endstate.core.errors import EndstateError
 from endstate.core.grader import Grader
 from endstate.core.local_model import LocalGenerator, resolve_model
-from endstate.core.progress import Progress, note
+from endstate.core.progress import Progress, episode_tokens, note
 from endstate.core.records import dumps
 from endstate.core.runtime import RunConfig, attempt_record
 from endstate.core.settings import episode_values
@@ -273,7 +273,7 @@ class Trainer:
             while self.step < cfg.steps:
                 history.append(self.train_step())
                 progress.advance({"skipped" if history[-1]["skipped"] else "trained": 1},
-                                 history[-1]["completion_tokens"])
+                                 history[-1]["generated_tokens"])
                 if self.step % cfg.save_freq == 0 or self.step == cfg.steps:
                     save_checkpoint(self.policy, self.out, self.step, self.client_state())
                     if cfg.plot and self.rank == 0:
@@ -308,6 +308,7 @@ def step_metrics(step: int, c: Collected, samples: list[Sample], stats: dict[str
         "system_errors": sum(r is None for g in c.generated for r in g.rewards),
         "groups": len(c.groups), "episodes": len(samples), "tokens": tokens,
         "completion_tokens": int(sum(s.completion_tokens for s in samples)),
+        "generated_tokens": sum(episode_tokens(e) for g in c.generated for e in g.episodes),
         "loss": stats.get("loss", 0.0), "grad_norm": stats.get("grad_norm"),
         "clip_frac": stats["clipped"] / completion if completion else 0.0,
         "entropy": stats["entropy"] / completion if completion else None,
