@@ -106,7 +106,7 @@ def test_bands_validation():
 def test_assess_reasons_in_order_of_strength():
     counts = tally([*attempts("a", [1, 0, 0, 1, 0, 1, 0, 0], errors=2), *attempts("b", [1, 1]),
                     *attempts("c", [0] * 8), *attempts("d", [1, 0] * 4), *attempts("e", [1, 0] * 4)])
-    assert counts["a"] == [8, 3, 2, "retail"]
+    assert counts["a"] == P.TaskRuns(runs=8, successes=3, system_errors=2, domain="retail")
     ref = tally([*attempts("a", [1]), *attempts("b", [1]), *attempts("c", [1]),
                  *attempts("d", [0, 0])])
     recs = {d["task_id"]: d for d in P.assess(counts, counts, P.Rules(), reference=ref,

@@ -2,11 +2,12 @@
 
 import io
 
+import msgspec
 import orjson
 import pytest
-
 from conftest import ROOT, run_tool
-from endstate.core.errors import ExitCode, InputError
+
+from endstate.core.errors import ExitCode, FileError, InputError
 from endstate.core.records import SkipLog, read_jsonl, write_jsonl
 
 ATTEMPT = {"task_id": "t1", "attempt": 0, "reward": 1, "status": "ok"}
@@ -55,7 +56,7 @@ def test_skip_invalid_keeps_going_and_remembers_every_skipped_line(tmp_path):
 
 
 def test_missing_file_is_a_clear_error():
-    with pytest.raises(InputError, match="nope.jsonl: cannot open: No such file or directory"):
+    with pytest.raises(FileError, match="nope.jsonl: cannot open: No such file or directory"):
         list(read_jsonl(["nope.jsonl"], None))
 
 
@@ -75,3 +76,22 @@ def test_head_closing_the_pipe_is_not_an_error():
     assert p.returncode == 0
     assert orjson.loads(p.stdout)["sound"] is True
     assert "BrokenPipe" not in p.stderr and "Traceback" not in p.stderr
+
+
+def test_an_episode_is_built_in_one_place_and_checked_against_its_schema():
+    from endstate.core import schemas
+    from endstate.core.episode_record import assistant_message, new_episode, tool_result_message
+
+    fields = dict(episode_id="t/0/x", task_id="t", domain="retail", attempt=0, policy={},
+                  status="ok", termination="agent_done",
+                  messages=[assistant_message(None, [("c0", "find", {"q": 1})]),
+                            tool_result_message("c0", "find", "{}")],
+                  changes={}, seed_digest="sha256:" + "0" * 64, usage={}, cost_usd=None)
+    episode = new_episode(**fields)
+    assert schemas.problem("episode", episode) is None
+    assert "turns" not in episode and "timing" not in episode  # unset optional fields are left out
+    assert episode["messages"][0]["tool_calls"][0]["function"] == {"name": "find", "arguments": '{"q":1}'}
+    with pytest.raises(msgspec.ValidationError, match="attempt"):
+        new_episode(**{**fields, "attempt": "zero"})
+    with pytest.raises(msgspec.ValidationError, match="seed_digest"):
+        new_episode(**{k: v for k, v in fields.items() if k != "seed_digest"})

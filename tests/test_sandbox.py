@@ -9,11 +9,12 @@ import pytest
 from conftest import run_tool
 
 from endstate.core import sandbox as sandbox_module
+from endstate.core.changes import diff, touched, upsert
 from endstate.core.domain import Domains, content_digest, shadow
 from endstate.core.errors import EndstateError
-from endstate.core.sandbox import Sandbox, _diff, _touched, _upsert
+from endstate.core.sandbox import Sandbox
 from endstate.core.tools import Db, ToolError
-from endstate.grade.grader import TaskIndex
+from endstate.core.grader import TaskIndex
 
 SCHEMA = """
 CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT NOT NULL, qty INTEGER NOT NULL);
@@ -285,7 +286,7 @@ def run_in_order(domain, task, digest: bool):
     conn.deserialize(domain.seed()[0])
     for table, rows in (task.get("init") or {}).items():
         for row in rows:
-            _upsert(conn, domain.tables[table], row)
+            upsert(conn, domain.tables[table], row)
     for table in domain.tables:
         conn.execute(f'DELETE FROM "{shadow(table)}"')
     db, seen = Db(conn, domain.now), []
@@ -295,7 +296,7 @@ def run_in_order(domain, task, digest: bool):
             seen.append(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode())
         except ToolError as e:
             seen.append(str(e))
-    changes = _diff(_touched(conn, domain.tables), {})
+    changes = diff(touched(conn, domain.tables), {})
     return seen, changes, content_digest(conn, domain.tables) if digest else None
 
 

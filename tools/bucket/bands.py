@@ -44,7 +44,8 @@ class Bands:
 def posterior(n: int, k: int, prior: tuple[float, float] = JEFFREYS) -> tuple[float, float]:
     """(α, β) of the Beta posterior after k successes in n clean runs."""
     assert 0 <= k <= n, (n, k)
-    return k + prior[0], n - k + prior[1]
+    a, b = prior
+    return k + a, n - k + b
 
 
 def band_masses(params: Iterable[tuple[float, float]], edges: Sequence[float]) -> list[list[float]]:

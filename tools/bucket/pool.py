@@ -7,6 +7,8 @@ import random
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import starmap
+from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -21,22 +23,45 @@ INSUFFICIENT_RUNS = "insufficient_runs"
 BAND = "band"  # its band is not in --keep
 KEPT = "kept"
 
-Counts = dict[str, list]  # task_id -> [clean runs n, successes k, system errors, domain | None]
+
+@dataclass(slots=True)
+class TaskRuns:
+    """One task's attempts, added up as they are read (mutable: the hot loop)."""
+
+    runs: int = 0  # clean runs: n of the posterior
+    successes: int = 0  # k of the posterior
+    system_errors: int = 0  # not runs: excluded from n
+    domain: str | None = None
+
+
+NO_RUNS = TaskRuns()  # a task without attempts; never added to
+_runs_values = attrgetter("runs", "successes", "system_errors", "domain")  # in field order
+
+
+class Counts(dict[str, TaskRuns]):
+    """TaskRuns by task_id."""
+
+    def __reduce__(self):  # forked readers pickle it: as plain tuples, ~2x faster than one by one
+        return _counts_from_values, (list(self), list(map(_runs_values, self.values())))
+
+
+def _counts_from_values(task_ids: list[str], values: list[tuple]) -> Counts:
+    return Counts(zip(task_ids, starmap(TaskRuns, values)))
 
 
 def tally(records: Iterable[Attempt]) -> Counts:
     """Per task: clean runs, successes, system errors (excluded from n), domain. Hot loop."""
-    counts: Counts = {}
+    counts = Counts()
     get = counts.get
     for r in records:
         c = get(r.task_id)
         if c is None:
-            c = counts[r.task_id] = [0, 0, 0, r.domain]
+            c = counts[r.task_id] = TaskRuns(0, 0, 0, r.domain)
         if r.status == "ok":
-            c[0] += 1
-            c[1] += r.reward
+            c.runs += 1
+            c.successes += r.reward
         else:
-            c[2] += 1
+            c.system_errors += 1
     return counts
 
 
@@ -48,10 +73,11 @@ def merge(parts: list[Counts]) -> Counts:
             if c is None:
                 counts[task_id] = d
             else:
-                c[0] += d[0]
-                c[1] += d[1]
-                c[2] += d[2]
-                c[3] = c[3] if c[3] is not None else d[3]
+                c.runs += d.runs
+                c.successes += d.successes
+                c.system_errors += d.system_errors
+                if c.domain is None:
+                    c.domain = d.domain
     return counts
 
 
@@ -76,30 +102,32 @@ def assess(
     """One difficulty record per task id, sorted by id. A task without attempts has n = 0."""
     rows = []
     for task_id in sorted(set(task_ids)):
-        n, k, errors, domain = counts.get(task_id, (0, 0, 0, None))
-        domain = domain if domain is not None else (domains or {}).get(task_id)
-        rows.append((task_id, n, k, errors, domain, posterior(n, k, rules.prior)))
-    unique = sorted({ab for *_, ab in rows})
+        c = counts.get(task_id, NO_RUNS)
+        domain = c.domain if c.domain is not None else (domains or {}).get(task_id)
+        rows.append((task_id, c, domain, posterior(c.runs, c.successes, rules.prior)))
+    unique = sorted({ab for _, _, _, ab in rows})
     names = rules.bands.names
     verdict = {}  # (α, β) -> (masses by band name, band): tasks with the same counts share them
     for ab, mass in zip(unique, band_masses(unique, rules.bands.edges)):
         verdict[ab] = (dict(zip(names, mass)), names[assign(mass)])
     ref_min = rules.reference_min_successes
     out = []
-    for task_id, n, k, errors, domain, ab in rows:
+    for task_id, c, domain, ab in rows:
         mass, band = verdict[ab]
+        alpha, beta = ab
         if task_id in overlap:
             reason = BENCHMARK_OVERLAP
-        elif reference is not None and reference.get(task_id, (0, 0))[1] < ref_min:
+        elif reference is not None and reference.get(task_id, NO_RUNS).successes < ref_min:
             reason = UNSOLVED_BY_REFERENCE
-        elif n < rules.min_clean_runs:
+        elif c.runs < rules.min_clean_runs:
             reason = INSUFFICIENT_RUNS
         elif band not in rules.keep:
             reason = BAND
         else:
             reason = KEPT
-        record: dict[str, Any] = {"task_id": task_id, "domain": domain, "n": n, "k": k,
-                                  "system_errors": errors, "alpha": ab[0], "beta": ab[1],
+        record: dict[str, Any] = {"task_id": task_id, "domain": domain, "n": c.runs,
+                                  "k": c.successes, "system_errors": c.system_errors,
+                                  "alpha": alpha, "beta": beta,
                                   "mass": mass, "band": band, "keep": reason == KEPT,
                                   "reason": reason}
         if domain is None:

@@ -58,10 +58,7 @@ def embedded_model_dir() -> Path:
     # save_pretrained on the GGUF-loaded model fails; rebuild from its config and state dict.
     model = AutoModelForCausalLM.from_config(gguf_model.config)
     model.load_state_dict(gguf_model.state_dict())
-    # The weights are dequantized now; a leftover `quant_method: gguf` makes vLLM refuse the folder.
-    # (Older transformers releases leave none in the rebuilt config.)
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
+    drop_gguf_quantization(model.config)  # the weights are dequantized now
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".converting-"))
     model.save_pretrained(tmp)
@@ -71,6 +68,20 @@ def embedded_model_dir() -> Path:
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def drop_gguf_quantization(config) -> None:
+    """Delete a GGUF `quantization_config` from a transformers config, in place. A model rebuilt
+    from a GGUF file holds dequantized weights, but its config keeps naming the GGUF quantization
+    (older transformers releases leave none): vLLM then refuses the folder, and transformers
+    refuses to train or save the model ("purely quantized model"). Other quantizations stay."""
+    quant = getattr(config, "quantization_config", None)
+    if isinstance(quant, dict):  # as a config.json has it
+        method = quant.get("quant_method")
+    else:  # a QuantizationConfig (or None)
+        method = getattr(quant, "quant_method", None)
+    if str(getattr(method, "value", method)).lower() == "gguf":  # a QuantizationMethod, or a str
+        del config.quantization_config
 
 
 def loading_bars_only_on_a_terminal() -> None:

@@ -17,7 +17,7 @@ import msgspec
 import orjson
 
 from endstate.core import schemas, stdio
-from endstate.core.errors import InputError
+from endstate.core.errors import FileError, InputError
 
 
 class Loc(NamedTuple):
@@ -59,7 +59,7 @@ def _open(path: str) -> tuple[str, IO[bytes]]:
     try:
         return path, open(path, "rb")
     except OSError as e:
-        raise InputError(f"{path}: cannot open: {e.strerror}") from None
+        raise FileError(f"{path}: cannot open: {e.strerror}") from None
 
 
 def read_jsonl(
@@ -191,42 +191,66 @@ def fold_jsonl(
         if meanwhile is not None:
             meanwhile()
         return state
-    children = []
-    for job in jobs[1:]:
-        rfd, wfd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child: fold its ranges, send [(state, skipped, error)] back, never return
-            os.close(rfd)
-            code = 0
-            try:
-                payloads = [_fold_unit(unit, kind, tally, skip is not None, struct) for unit in job]
-                with os.fdopen(wfd, "wb") as out:
-                    pickle.dump(payloads, out, protocol=pickle.HIGHEST_PROTOCOL)
-            except BaseException:  # noqa: BLE001 - the parent reports the missing payload
-                code = 1
-            finally:
-                os._exit(code)
-        os.close(wfd)
-        children.append((pid, rfd))
+    skipping = skip is not None
+    children = [_fork_reader(job, kind, tally, skipping, struct) for job in jobs[1:]]
     if meanwhile is not None:
         meanwhile()
-    payloads = [_fold_unit(unit, kind, tally, skip is not None, struct) for unit in jobs[0]]
-    for pid, rfd in children:
-        with os.fdopen(rfd, "rb") as inp:
-            data = inp.read()
-        os.waitpid(pid, 0)
-        if not data:
-            raise RuntimeError("a reader process died; rerun with --workers 1 to see why")
-        payloads += pickle.loads(data)
-    for _, skipped, error in payloads:  # file order: the first bad line wins
-        if error is not None:
-            raise InputError(error)
+    parts = [_fold_unit(unit, kind, tally, skipping, struct) for unit in jobs[0]]
+    for child in children:
+        parts += _reader_parts(child)
+    for part in parts:  # file order: the first bad line wins
+        if part.error is not None:
+            raise InputError(part.error)
         if skip is not None:
-            skip.entries.extend(skipped)
-    return merge([state for state, _, _ in payloads])
+            skip.entries.extend(part.skipped)
+    return merge([part.state for part in parts])
 
 
-Unit = tuple[str, int, int]  # path, start byte, end byte (both at line starts)
+class Unit(NamedTuple):
+    """A byte range of one file that a reader folds; both ends are line starts."""
+
+    path: str
+    start: int
+    end: int
+
+
+class Part(NamedTuple):
+    """What folding one Unit gave: the state, the lines skipped, or the first error instead."""
+
+    state: Any
+    skipped: list[tuple[Loc, str]]
+    error: str | None
+
+
+def _fork_reader(job: list[Unit], kind: str | None, tally, skipping: bool,
+                 struct: type | None) -> tuple[int, int]:
+    """Fold `job` in a forked process that pickles its list of Parts into a pipe; (pid, read end)."""
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never returns
+        os.close(rfd)
+        code = 0
+        try:
+            parts = [_fold_unit(unit, kind, tally, skipping, struct) for unit in job]
+            with os.fdopen(wfd, "wb") as out:
+                pickle.dump(parts, out, protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException:  # noqa: BLE001 - the parent reports the missing payload
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(wfd)
+    return pid, rfd
+
+
+def _reader_parts(child: tuple[int, int]) -> list[Part]:
+    """The Parts a forked reader sent, once it has exited."""
+    pid, rfd = child
+    with os.fdopen(rfd, "rb") as inp:
+        data = inp.read()
+    os.waitpid(pid, 0)
+    if not data:
+        raise RuntimeError("a reader process died; rerun with --workers 1 to see why")
+    return pickle.loads(data)
 
 
 def _split(paths: Sequence[str], workers: int) -> list[list[Unit]] | None:
@@ -256,27 +280,26 @@ def _split(paths: Sequence[str], workers: int) -> list[list[Unit]] | None:
                 if cuts[-1] < fh.tell() < size:
                     cuts.append(fh.tell())
         cuts.append(size)
-        units += [(path, a, b) for a, b in pairwise(cuts) if b > a]
+        units += [Unit(path, a, b) for a, b in pairwise(cuts) if b > a]
     jobs: list[list[Unit]] = [[] for _ in range(workers)]
     done = 0
     for unit in units:  # consecutive units to the same job, ~total/workers bytes each
         jobs[min(workers - 1, int(done / target))].append(unit)
-        done += unit[2] - unit[1]
+        done += unit.end - unit.start
     jobs = [job for job in jobs if job]
     return jobs if len(jobs) > 1 else None
 
 
-def _fold_unit(unit: Unit, kind: str | None, tally, skipping: bool, struct: type | None):
-    path, start, end = unit
+def _fold_unit(unit: Unit, kind: str | None, tally, skipping: bool, struct: type | None) -> Part:
     skip = SkipLog() if skipping else None
-    with open(path, "rb") as fh:
-        first_line = 1 + _count_newlines(fh, start)
+    with open(unit.path, "rb") as fh:
+        first_line = 1 + _count_newlines(fh, unit.start)
         try:
-            lines = chain.from_iterable(_range_blocks(fh, start, end))
-            state = tally(_records(path, lines, first_line, kind, skip, False, struct))
+            lines = chain.from_iterable(_range_blocks(fh, unit.start, unit.end))
+            state = tally(_records(unit.path, lines, first_line, kind, skip, False, struct))
         except InputError as e:
-            return None, [], e.message
-    return state, skip.entries if skip else [], None
+            return Part(None, [], e.message)
+    return Part(state, skip.entries if skip else [], None)
 
 
 def _count_newlines(fh: IO[bytes], end: int, block: int = 1 << 24) -> int:

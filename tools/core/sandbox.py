@@ -10,6 +10,8 @@ way, so rollout and grade see one state through one code path.
 
 A diff past PIN_ROWS rows (a tool that rewrites many rows) would make every call replay it; such a
 sandbox keeps its connection and transaction instead ("pinned") until it is closed.
+
+Reading a diff from the change log and turning it back into statements is changes.py.
 """
 
 from __future__ import annotations
@@ -17,19 +19,29 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from endstate.core.domain import LOG_PREFIX, Domain, Table, shadow
+from endstate.core.changes import (
+    Changes,
+    Replay,
+    Row,
+    compile_replay,
+    diff,
+    key_text,  # noqa: F401 - re-exported: checks import it from here
+    replay_checked,
+    row_count,
+    table_of,
+    touched,
+    upsert,
+)
+from endstate.core.domain import LOG_PREFIX, Domain, Table
 from endstate.core.errors import EndstateError
 from endstate.core.tools import Db, ToolError
-
-Row = dict[str, Any]
-Changes = dict[str, dict[str, list[dict[str, Any]]]]  # table -> inserted/updated/deleted -> entries
 
 _WRITE_ACTIONS = {sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE}
 _ALWAYS_DENIED = {
@@ -81,35 +93,9 @@ class ToolResult:
         return cls(False, orjson.dumps({"error": message}).decode())
 
 
-def key_text(key: Mapping[str, Any]) -> str:
-    """`W1042` for a one-column key, `W1042,3` for a composite one: how details name rows."""
-    return ",".join(str(v) for v in key.values())
-
-
-def _where(columns) -> str:
-    return " AND ".join(f'"{c}" IS ?' for c in columns)
-
-
-def _cols(columns) -> str:
-    return ", ".join(f'"{c}"' for c in columns)
-
-
-def _sets(columns) -> str:
-    return ", ".join(f'"{c}" = ?' for c in columns)
-
-
-def table_of(domain: Domain, name: str, what: str) -> Table:
-    try:
-        return domain.tables[name]
-    except KeyError:
-        raise EndstateError(f"{what}: unknown table {name!r} in domain {domain.name}; "
-                            f"tables: {', '.join(domain.tables)}") from None
-
-
 PIN_ROWS = 256  # replaying more rows than this per call costs more than keeping a connection
 INIT_STATES_KEPT = 4096  # per domain: the diff each task's init makes to the seed (small)
 _CALL = f"{LOG_PREFIX}call"  # the savepoint around each tool call of a pinned sandbox
-Replay = list[tuple[str, list[list[Any]]]]  # statements that restore rows, each with its parameter rows
 
 
 @dataclass(frozen=True)
@@ -135,7 +121,8 @@ def _acquire(domain: Domain, purpose: str) -> sqlite3.Connection:
         conn = idle.pop()
     else:
         conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        conn.deserialize(domain.seed()[0])
+        seed_bytes, _ = domain.seed()
+        conn.deserialize(seed_bytes)
         # OR REPLACE deletes the row it replaces; only with recursive triggers does that delete
         # reach the change log.
         conn.execute("PRAGMA recursive_triggers = ON")
@@ -168,98 +155,17 @@ def init_state(domain: Domain, init: Mapping[str, list[Row]] | None) -> InitStat
         for table, rows in init.items():
             t = table_of(domain, table, "init")
             for row in rows:
-                _upsert(conn, t, row)
-        touched = _touched(conn, domain.tables)
+                upsert(conn, t, row)
+        written = touched(conn, domain.tables)
     finally:
         _release(domain, "tools", conn)
     rows_after: dict[str, dict[tuple, Row | None]] = {}
-    for t, key_values, _, after, _ in touched:
-        rows_after.setdefault(t.name, {})[key_values] = after
-    replay = _compile((t, k, row, rowid) for t, k, _, row, rowid in touched)
-    cache[key] = InitState(_diff(touched, {}), rows_after, replay)
+    for row in written:
+        rows_after.setdefault(row.table.name, {})[row.key] = row.after
+    cache[key] = InitState(diff(written, {}), rows_after, compile_replay(written))
     if len(cache) > INIT_STATES_KEPT:
         cache.popitem(last=False)
     return cache[key]
-
-
-def _upsert(conn: sqlite3.Connection, t: Table, row: Row) -> None:
-    """Update the row with this key if there is one, else insert it."""
-    unknown = set(row) - set(t.columns)
-    if unknown:
-        raise EndstateError(f"init row for {t.name} has unknown column(s) {sorted(unknown)}; "
-                            f"columns: {', '.join(t.columns)}")
-    missing = [c for c in t.key if c not in row]
-    if missing:
-        raise EndstateError(f"init row for {t.name} lacks its key column(s) {missing}")
-    updates = [c for c in row if c not in t.key]
-    try:
-        changed = updates and conn.execute(
-            f'UPDATE "{t.name}" SET {_sets(updates)} WHERE {_where(t.key)}',
-            [*(row[c] for c in updates), *(row[c] for c in t.key)]).rowcount
-        if not changed:
-            conn.execute(f'INSERT INTO "{t.name}" ({_cols(row)}) VALUES ({", ".join("?" * len(row))})',
-                         list(row.values()))
-    except sqlite3.DatabaseError as e:
-        raise EndstateError(f"init row for {t.name}[{key_text({c: row[c] for c in t.key})}]: "
-                            f"{e}; a new row needs every required column") from None
-
-
-# table, key, the row before (as the change log saved it), the row now and its rowid (None: gone)
-Touched = list[tuple[Table, tuple, "Row | None", "Row | None", "int | None"]]
-
-
-def _touched(conn: sqlite3.Connection, tables: dict[str, Table]) -> Touched:
-    """Every row touched since the transaction began: its first saved state and its state now."""
-    found = conn.execute(" UNION ALL ".join(
-        f"SELECT {i} FROM (SELECT 1 FROM \"{shadow(name)}\" LIMIT 1)"
-        for i, name in enumerate(tables))).fetchall()
-    in_order = list(tables.values())
-    out: Touched = []
-    for t in (in_order[i] for (i,) in found):
-        cols = _cols(t.columns)
-        key_idx = [t.columns.index(c) for c in t.key]
-        for *values, existed in conn.execute(
-                f'SELECT {cols}, "{LOG_PREFIX}existed" FROM "{shadow(t.name)}"').fetchall():
-            key_values = tuple(values[i] for i in key_idx)
-            rowid, now = _current(conn, t, key_values)
-            out.append((t, key_values, dict(zip(t.columns, values)) if existed else None, now, rowid))
-    return out
-
-
-def _current(conn: sqlite3.Connection, t: Table, key_values) -> tuple[int | None, Row | None]:
-    """(rowid, row) of the row with this key now, or (None, None)."""
-    found = conn.execute(f'SELECT {"rowid, " if t.rowid else "NULL, "}{_cols(t.columns)} FROM "{t.name}" '
-                         f'WHERE {_where(t.key)}', key_values).fetchone()
-    return (None, None) if found is None else (found[0], dict(zip(t.columns, found[1:])))
-
-
-def _diff(touched: Touched, base: dict[str, dict[tuple, Row | None]]) -> Changes:
-    """Per table, the rows inserted, updated and deleted, by primary key. A row's `before` is its
-    state in `base` (seed + init) where base has it, else the seed's, as the change log saved it."""
-    out: Changes = {}
-    for t, key_values, before, after, _ in touched:
-        table_base = base.get(t.name)
-        if table_base is not None and key_values in table_base:
-            before = table_base[key_values]
-        key = dict(zip(t.key, key_values))
-        entry = out.setdefault(t.name, {"inserted": [], "updated": [], "deleted": []})
-        if before is None and after is not None:
-            entry["inserted"].append({"key": key, "row": after})
-        elif before is not None and after is None:
-            entry["deleted"].append({"key": key, "row": before})
-        elif before is not None and after is not None:
-            changed = [c for c in t.columns if before[c] != after[c]
-                       or type(before[c]) is not type(after[c])]
-            if changed:
-                entry["updated"].append({"key": key, "before": {c: before[c] for c in changed},
-                                         "after": {c: after[c] for c in changed}})
-    return {name: {k: sorted(v, key=lambda e: orjson.dumps(list(e["key"].values())))
-                   for k, v in entry.items() if v}
-            for name, entry in out.items() if any(entry.values())}
-
-
-def _rows(changes: Changes) -> int:
-    return sum(len(v) for entry in changes.values() for v in entry.values())
 
 
 class Sandbox:
@@ -268,7 +174,7 @@ class Sandbox:
     def __init__(self, domain: Domain, init: Mapping[str, list[Row]] | None = None,
                  allowed_tools: list[str] | None = None):
         self.domain = domain
-        self.seed_digest = domain.seed()[1]
+        _, self.seed_digest = domain.seed()
         self.tables: dict[str, Table] = domain.tables
         self.tools = {n: t for n, t in domain.tools.items()
                       if allowed_tools is None or n in allowed_tools}
@@ -297,10 +203,10 @@ class Sandbox:
 
     def _read_diff(self, conn: sqlite3.Connection) -> None:
         """Take the diff from the change log; a large one pins this connection (module doc)."""
-        touched = _touched(conn, self.tables)  # init's rows too: they were replayed in this transaction
-        self._diff = _diff(touched, self.init.rows)
-        self._replay = _compile((t, k, row, rowid) for t, k, _, row, rowid in touched)
-        if self._pinned is None and _rows(self.init.changes) + _rows(self._diff) > PIN_ROWS:
+        rows = touched(conn, self.tables)  # init's rows too: they were replayed in this transaction
+        self._diff = diff(rows, self.init.rows)
+        self._replay = compile_replay(rows)
+        if self._pinned is None and row_count(self.init.changes) + row_count(self._diff) > PIN_ROWS:
             self._pinned = conn
 
     # -- the agent's side -------------------------------------------------------------------
@@ -350,13 +256,13 @@ class Sandbox:
     def changes(self) -> Changes:
         """Per table, the rows inserted, updated and deleted since seed + init, by primary key."""
         if self._pinned is not None:
-            return _diff(_touched(self._pinned, self.tables), self.init.rows)
+            return diff(touched(self._pinned, self.tables), self.init.rows)
         return self._diff
 
     def apply_changes(self, changes: Changes) -> None:
         """Replay a recorded diff on seed + init, checking every recorded `before` still holds."""
         with self._state() as conn:
-            _replay_checked(conn, self.domain, changes)
+            replay_checked(conn, self.domain, changes)
             self._read_diff(conn)
 
     @contextmanager
@@ -382,71 +288,3 @@ class Sandbox:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _compile(rows: Iterable[tuple[Table, tuple, Row | None, int | None]]) -> Replay:
-    """The statements that put rows in their given state (None: absent), keyed by primary key,
-    rows of one statement grouped for executemany. Per table every key is deleted first and the
-    rows are then inserted whole, with the rowid they had: so the replay does not depend on the
-    order of the original writes (a unique value moved from one row to another replays too), and
-    rows come back in the physical order the calls left them in."""
-    by_table: dict[str, list[tuple[Table, tuple, Row | None, int | None]]] = {}
-    for item in rows:
-        by_table.setdefault(item[0].name, []).append(item)
-    out: Replay = []
-
-    def add(sql: str, params: list[Any]) -> None:
-        if out and out[-1][0] == sql:
-            out[-1][1].append(params)
-        else:
-            out.append((sql, [params]))
-
-    for name, items in by_table.items():
-        t = items[0][0]
-        for _, key_values, _, _ in items:
-            add(f'DELETE FROM "{name}" WHERE {_where(t.key)}', list(key_values))
-        for _, _, row, rowid in items:
-            if row is not None:
-                cols = (["rowid"] if t.rowid else []) + list(row)
-                add(f'INSERT INTO "{name}" ({_cols(cols)}) VALUES ({", ".join("?" * len(cols))})',
-                    [rowid, *row.values()] if t.rowid else list(row.values()))
-    return out
-
-
-def _replay_checked(conn: sqlite3.Connection, domain: Domain, changes: Changes) -> None:
-    """Apply a recorded diff after checking every row's recorded state against seed + init (the
-    seed or init may have changed since the episode was recorded)."""
-    rows = []
-    for table, entry in changes.items():
-        t = table_of(domain, table, "changes")
-        for e in entry.get("deleted", ()):
-            _expect(conn, t, e["key"], e["row"], "deleted")
-            rows.append((t, tuple(e["key"].values()), None, None))
-        for e in entry.get("updated", ()):
-            rowid, now = _expect(conn, t, e["key"], e["before"], "updated")
-            rows.append((t, tuple(e["key"].values()), {**now, **e["after"]}, rowid))
-        for e in entry.get("inserted", ()):
-            _expect(conn, t, e["key"], None, "inserted")
-            rows.append((t, tuple(e["key"].values()), e["row"], None))  # a NULL rowid: the next one
-    for sql, params in _compile(rows):
-        conn.executemany(sql, params)
-
-
-def _expect(conn: sqlite3.Connection, t: Table, key: dict[str, Any], before: Row | None,
-            what: str) -> tuple[int | None, Row | None]:
-    """Check that the row with this key is as recorded (None: absent); its (rowid, row) now."""
-    unknown = set(before or ()) - set(t.columns)
-    if unknown:
-        raise EndstateError(f"{t.name}[{key_text(key)}] is recorded with column(s) {sorted(unknown)} "
-                            f"that the table does not have; columns: {', '.join(t.columns)}")
-    rowid, now = _current(conn, t, tuple(key.values()))
-    actual = None if now is None else {c: now[c] for c in before or t.key}
-    if before is None and actual is not None:
-        raise EndstateError(f"{t.name}[{key_text(key)}] is recorded as {what} but already exists "
-                            "in seed + init: the domain seed or the task init changed since the "
-                            "episode was recorded")
-    if before is not None and actual != before:
-        raise EndstateError(f"{t.name}[{key_text(key)}] was {before} when the episode was recorded "
-                            f"but is {actual} in seed + init now: the domain seed or the task "
-                            "init changed since; re-run the episode")
-    return rowid, now

@@ -1,7 +1,7 @@
 """The estimators, as pure functions of per-task counts (n clean attempts, c successes).
 
-References: /work/shared/STATS.md and docs/evalstats.md. Everything here is exact arithmetic on
-small integers or plain means; no sampling, no numpy.
+References: docs/evalstats.md and the papers each function cites. Everything here is exact
+arithmetic on small integers or plain means; no sampling, no numpy.
 """
 
 from __future__ import annotations

@@ -6,13 +6,11 @@ Shapes: B sequences in a micro-batch, T tokens (right-padded). `mask` is 1 on co
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # torch is imported where used: `grpo --help` and --dry-run stay light
     import torch
-
-LOSS_AGG = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 
 def group_advantages(rewards: Sequence[float], std_norm: bool = True, eps: float = 1e-6) -> list[float]:
@@ -50,35 +48,68 @@ def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     return r.exp() - r - 1
 
 
+def _token_sum(masked: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return masked.sum()
+
+
+def _sequence_token_means(masked: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (masked.sum(-1) / mask.sum(-1).clamp(min=1)).sum()  # Σ over (B,) per-sequence means
+
+
+def _tokens(completion_tokens: Sequence[int], max_tokens: int) -> float:
+    return float(sum(completion_tokens))
+
+
+def _sequences(completion_tokens: Sequence[int], max_tokens: int) -> float:
+    return float(len(completion_tokens))
+
+
+def _sequences_times_max_tokens(completion_tokens: Sequence[int], max_tokens: int) -> float:
+    return float(len(completion_tokens) * max_tokens)
+
+
+class LossAgg(NamedTuple):
+    """A loss aggregation: the batch loss is the sum over micro-batches (and ranks) of
+    numerator(micro-batch) / denominator(batch)."""
+
+    # (masked loss, mask), (B, T) each -> the micro-batch's sum, a scalar
+    numerator: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    # (completion tokens per sequence of the batch, max completion tokens) -> the denominator
+    denominator: Callable[[Sequence[int], int], float]
+
+
+# The one dispatch point for loss aggregation: a mode is its row here.
+LOSS_AGGREGATIONS: dict[str, LossAgg] = {
+    # Σ_tokens loss / (completion tokens in the batch)
+    "token-mean": LossAgg(_token_sum, _tokens),
+    # Σ_seq (Σ_t loss / tokens of seq) / (sequences in the batch)
+    "seq-mean-token-mean": LossAgg(_sequence_token_means, _sequences),
+    # Σ_tokens loss / (sequences × max completion tokens)  (Dr. GRPO)
+    "seq-mean-token-sum-norm": LossAgg(_token_sum, _sequences_times_max_tokens),
+}
+LOSS_AGG = tuple(LOSS_AGGREGATIONS)  # the mode names, for flags and config checks
+
+
+def _loss_agg(mode: str) -> LossAgg:
+    try:
+        return LOSS_AGGREGATIONS[mode]
+    except KeyError:
+        raise ValueError(f"unknown loss aggregation {mode!r}; "
+                         f"choose one of {', '.join(LOSS_AGG)}") from None
+
+
 def aggregate(loss: torch.Tensor, mask: torch.Tensor, mode: str, norm: float) -> torch.Tensor:
     """The micro-batch's share of the batch loss; summing the shares over every micro-batch (and
-    rank) gives the batch loss. The one dispatch point for loss aggregation.
-
-    `norm` is the batch-level denominator, computed once over the whole batch by `normalizer`:
-    - token-mean:              Σ_tokens loss / (completion tokens in the batch)
-    - seq-mean-token-mean:     Σ_seq (Σ_t loss / tokens of seq) / (sequences in the batch)
-    - seq-mean-token-sum-norm: Σ_tokens loss / (sequences × max completion tokens)  (Dr. GRPO)
-    """
+    rank) gives the batch loss. `norm` is the batch-level denominator, computed once over the
+    whole batch by `normalizer`. The modes: LOSS_AGGREGATIONS."""
     assert loss.shape == mask.shape, (loss.shape, mask.shape)
     assert norm > 0, norm
-    masked = loss * mask  # (B, T)
-    if mode in ("token-mean", "seq-mean-token-sum-norm"):
-        return masked.sum() / norm
-    if mode == "seq-mean-token-mean":
-        per_seq = masked.sum(-1) / mask.sum(-1).clamp(min=1)  # (B,)
-        return per_seq.sum() / norm
-    raise ValueError(f"unknown loss aggregation {mode!r}; choose one of {', '.join(LOSS_AGG)}")
+    return _loss_agg(mode).numerator(loss * mask, mask) / norm  # (B, T) -> ()
 
 
 def normalizer(completion_tokens: Sequence[int], mode: str, max_tokens: int) -> float:
     """The batch denominator for `aggregate`: completion-token count per sequence in, one number out."""
-    if mode == "token-mean":
-        return float(sum(completion_tokens))
-    if mode == "seq-mean-token-mean":
-        return float(len(completion_tokens))
-    if mode == "seq-mean-token-sum-norm":
-        return float(len(completion_tokens) * max_tokens)
-    raise ValueError(f"unknown loss aggregation {mode!r}; choose one of {', '.join(LOSS_AGG)}")
+    return _loss_agg(mode).denominator(completion_tokens, max_tokens)
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from endstate import CONFIGS_DIR
 from endstate.core.errors import EndstateError
-from endstate.core.local_model import loading_bars_only_on_a_terminal
+from endstate.core.local_model import drop_gguf_quantization, loading_bars_only_on_a_terminal
 from endstate.grpo.algorithm import aggregate, clipped_surrogate, kl_k3, token_logprobs
 from endstate.grpo.batch import Sample, collate, micro_batches
 
@@ -82,16 +82,14 @@ def uses_ds_optimizer(config: dict[str, Any]) -> bool:
 
 
 def plain_config(model_dir: Path):
-    """The model's config without a leftover GGUF `quantization_config`: the embedded model's
-    cached folder holds dequantized safetensors but its config still names the GGUF file, and
-    transformers then refuses to train or save it ("purely quantized model")."""
+    """The model's config without a GGUF `quantization_config`. The embedded model's folder has
+    none (its conversion drops it); a folder converted from GGUF by other means may still name
+    the quantization over dequantized safetensors, and transformers then refuses to train or save
+    it ("purely quantized model")."""
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(model_dir)
-    quant = getattr(config, "quantization_config", None)
-    method = quant.get("quant_method") if isinstance(quant, dict) else getattr(quant, "quant_method", None)
-    if str(method).lower().endswith("gguf"):
-        del config.quantization_config
+    drop_gguf_quantization(config)
     return config
 
 
