@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from endstate.bucket import pool as P
-from endstate.bucket.bands import Bands, assign, band_masses, posterior
 from endstate.bucket.cli import cli
+from endstate.core.bands import Bands, assign, band_masses, posterior
 from endstate.core.schemas import Attempt
 
 NAMES = ["too_hard", "hard", "medium", "easy", "too_easy"]

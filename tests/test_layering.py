@@ -69,3 +69,18 @@ def test_every_flag_is_documented():
                         and f"`{p.name}`" not in docs:
                     missing.append(f"{tool} {command.name}: {flag}")
     assert not missing, "undocumented flags:\n" + "\n".join(missing)
+
+
+def test_modules_and_functions_stay_small():
+    """House rule: no module in tools/ over 400 lines, no function over 60."""
+    too_big = []
+    for path in sorted((ROOT / "tools").rglob("*.py")):
+        source = path.read_text()
+        if source.count("\n") > 400:
+            too_big.append(f"{path.relative_to(ROOT)}: {source.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    and node.end_lineno - node.lineno >= 60:
+                too_big.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name} is "
+                               f"{node.end_lineno - node.lineno + 1} lines")
+    assert not too_big, "\n".join(too_big)

@@ -7,9 +7,9 @@ import sys
 import click
 
 from endstate.bucket import pool as P
-from endstate.bucket.bands import Bands
 from endstate.bucket.report import plot as plot_histogram
 from endstate.bucket.report import table
+from endstate.core.bands import Bands
 from endstate.core.cli import (
     CONTEXT_SETTINGS,
     run,

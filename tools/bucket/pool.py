@@ -13,7 +13,15 @@ from typing import Any
 
 import orjson
 
-from endstate.bucket.bands import DEFAULT_KEEP, JEFFREYS, Bands, assign, band_masses, posterior
+from endstate.core.bands import (
+    DEFAULT_KEEP,
+    JEFFREYS,
+    Bands,
+    TaskRuns,
+    assign,
+    band_masses,
+    posterior,
+)
 from endstate.core.schemas import Attempt
 
 # Why a task is not kept, strongest first: the first that applies is the record's `reason`.
@@ -22,16 +30,6 @@ UNSOLVED_BY_REFERENCE = "unsolved_by_reference"
 INSUFFICIENT_RUNS = "insufficient_runs"
 BAND = "band"  # its band is not in --keep
 KEPT = "kept"
-
-
-@dataclass(slots=True)
-class TaskRuns:
-    """One task's attempts, added up as they are read (mutable: the hot loop)."""
-
-    runs: int = 0  # clean runs: n of the posterior
-    successes: int = 0  # k of the posterior
-    system_errors: int = 0  # not runs: excluded from n
-    domain: str | None = None
 
 
 NO_RUNS = TaskRuns()  # a task without attempts; never added to

@@ -144,15 +144,15 @@ def summary(files, by_fields, ks, cluster, prices, expect_tasks, expect_repeats,
 
 def _gate(tally: M.Tally, expected: list[str], repeats: int, allow_incomplete: bool) -> None:
     problems = M.coverage(tally.keys, expected, repeats)
-    bad = [p for p in problems if p[0] != M.UNEXPECTED]
+    bad = [p for p in problems if p.kind != M.UNEXPECTED]
     total = len(set(expected)) * repeats
     if bad:
-        kinds = {k: sum(1 for p in bad if p[0] == k) for k in (M.MISSING_KEY, M.DUPLICATE,
+        kinds = {k: sum(1 for p in bad if p.kind == k) for k in (M.MISSING_KEY, M.DUPLICATE,
                                                                M.SYSTEM_ERROR)}
         click.echo(f"coverage: {len(bad)} of {total} task × attempt keys are not exactly one clean "
                    f"record ({', '.join(f'{k} {v}' for k, v in kinds.items())}); re-run them:",
                    err=True)
-    extra = [p for p in problems if p[0] == M.UNEXPECTED]
+    extra = [p for p in problems if p.kind == M.UNEXPECTED]
     if extra:
         click.echo(f"coverage: {len(extra)} recorded key(s) are not expected (task not in the "
                    f"expected tasks, or attempt >= {repeats}):", err=True)

@@ -17,30 +17,30 @@ def compare(base: TaskCounts, new: TaskCounts, k: int | None = None) -> dict[str
     Gained/lost: tasks solved at least once (observed pass@n) or in every attempt (k/k) by NEW
     but not BASE, and the reverse.
     """
-    common = sorted(t for t, acc in base.items() if acc[0] > 0 and new.get(t, (0,))[0] > 0)
-    only_base = sum(1 for t, acc in base.items() if acc[0] > 0 and t not in common)
-    only_new = sum(1 for t, acc in new.items() if acc[0] > 0 and t not in common)
+    common = sorted(t for t, c in base.items() if c.attempts > 0 and t in new and new[t].attempts > 0)
+    only_base = sum(1 for t, c in base.items() if c.attempts > 0 and t not in common)
+    only_new = sum(1 for t, c in new.items() if c.attempts > 0 and t not in common)
     if k is None:
-        k = min((min(base[t][0], new[t][0]) for t in common), default=0)
+        k = min((min(base[t].attempts, new[t].attempts) for t in common), default=0)
     for side in (base, new):
         for t in common:
-            if side[t][0] < k:
-                raise KTooLarge(k, t, side[t][0])
-    sb = [base[t][1] / base[t][0] for t in common]
-    sn = [new[t][1] / new[t][0] for t in common]
+            if side[t].attempts < k:
+                raise KTooLarge(k, t, side[t].attempts)
+    sb = [base[t].successes / base[t].attempts for t in common]
+    sn = [new[t].successes / new[t].attempts for t in common]
     d = [y - x for x, y in zip(sb, sn)]
     delta = E.mean(d)
     se = E.se_over_tasks(d)
     ci = None if delta is None or se is None else [
         max(-1.0, delta - E.Z95 * se), min(1.0, delta + E.Z95 * se)]
-    pk_b = E.mean([E.pass_at_k(base[t][0], base[t][1], k) for t in common]) if k else None
-    pk_n = E.mean([E.pass_at_k(new[t][0], new[t][1], k) for t in common]) if k else None
+    pk_b = E.mean([E.pass_at_k(base[t].attempts, base[t].successes, k) for t in common]) if k else None
+    pk_n = E.mean([E.pass_at_k(new[t].attempts, new[t].successes, k) for t in common]) if k else None
 
     def solved(side, t):
-        return side[t][1] > 0
+        return side[t].successes > 0
 
     def reliable(side, t):
-        return side[t][1] == side[t][0]
+        return side[t].successes == side[t].attempts
 
     all_b = sum(reliable(base, t) for t in common)
     all_n = sum(reliable(new, t) for t in common)

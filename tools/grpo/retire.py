@@ -1,5 +1,6 @@
 """--retire: drop tasks from the pool once their posterior (base probes + training attempts)
-has moved into a band outside --keep. Uses bucket's band code; every retirement is logged."""
+has moved into a band outside --keep. The bands are bucket's (core.bands); every retirement is
+logged."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import click
 
-from endstate.bucket.bands import Bands, assign, band_masses, posterior
+from endstate.core.bands import Bands, TaskRuns, assign, band_masses, posterior
 from endstate.core.records import read_jsonl
 
 
@@ -19,20 +20,21 @@ class Retirement:
         if unknown:
             raise click.BadParameter(f"--keep {','.join(sorted(unknown))}: bands are {','.join(bands.names)}")
         self.keep, self.bands = set(keep), bands
-        self.counts: dict[str, list[int]] = {}  # task_id -> [n clean, k successes]
+        self.counts: dict[str, TaskRuns] = {}
         for _, record in read_jsonl(list(base_attempts), "attempt") if base_attempts else ():
             self._add(record["task_id"], record["reward"])
 
     def _add(self, task_id: str, reward: float | None) -> None:
         if reward is None:  # system errors say nothing about difficulty
             return
-        n_k = self.counts.setdefault(task_id, [0, 0])
-        n_k[0] += 1
-        n_k[1] += int(reward)
+        runs = self.counts.setdefault(task_id, TaskRuns())
+        runs.runs += 1
+        runs.successes += int(reward)
 
     def band(self, task_id: str) -> str:
-        n, k = self.counts[task_id]
-        return self.bands.names[assign(band_masses([posterior(n, k)], self.bands.edges)[0])]
+        runs = self.counts[task_id]
+        posteriors = [posterior(runs.runs, runs.successes)]
+        return self.bands.names[assign(band_masses(posteriors, self.bands.edges)[0])]
 
     def update(self, groups, sampler) -> list[dict[str, Any]]:
         """Fold this step's groups in; retire and return the tasks now outside the kept bands."""
@@ -49,13 +51,13 @@ class Retirement:
             band = self.band(task_id)
             if band not in self.keep:
                 sampler.retire(task_id)
-                n, k = self.counts[task_id]
+                n, k = self.counts[task_id].runs, self.counts[task_id].successes
                 retired.append({"task_id": task_id, "band": band, "n": n, "k": k})
                 click.echo(f"grpo: retired {task_id}: {k}/{n} successes put it in band {band}", err=True)
         return retired
 
     def state_dict(self) -> dict[str, Any]:
-        return {"counts": self.counts}
+        return {"counts": {t: [r.runs, r.successes] for t, r in self.counts.items()}}  # [n, k]
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.counts = {k: list(v) for k, v in state["counts"].items()}
+        self.counts = {t: TaskRuns(n, k) for t, (n, k) in state["counts"].items()}

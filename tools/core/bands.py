@@ -67,3 +67,13 @@ def assign(masses: Sequence[float]) -> int:
     """Index of the band with the largest mass; ties (within TIE_TOL) go to the harder band."""
     best = max(masses)
     return next(i for i, m in enumerate(masses) if m >= best - TIE_TOL)
+
+
+@dataclass(slots=True)
+class TaskRuns:
+    """One task's attempts, added up as they are read (mutable: the hot loop)."""
+
+    runs: int = 0  # clean runs: n of the posterior
+    successes: int = 0  # k of the posterior
+    system_errors: int = 0  # not runs: excluded from n
+    domain: str | None = None
