@@ -3,9 +3,10 @@ re-generation. Pure over a `generate(tasks, round) -> groups` callable, so the b
 tested with hand-made rewards and the trainer passes the real rollout + grade path.
 
 Rules (what other trainers' zero-variance and system-error bookkeeping got wrong): a group whose
-rewards are all equal is dropped and replaced by a group of a freshly drawn task; a group holding a `system_error` episode is never scored: its task is
-generated again in the next round (at most `max_regenerations` times per task and step, then
-dropped); everything stops after `max_rounds` generation rounds. Every count reaches the log.
+rewards are all equal is dropped and replaced by a group of a freshly drawn task; a group
+holding a `system_error` episode is never scored: its task is generated again in the next round
+(at most `max_regenerations` times per task and step, then dropped); everything stops after
+`max_rounds` generation rounds. Every count reaches the log.
 """
 
 from __future__ import annotations
