@@ -73,10 +73,10 @@ def main() -> None:
         runs = {
             "orjson parse loop": [sys.executable, "-c", PARSE, f],
             "bucket": [str(BIN / "bucket"), f],
-            "bucket --workers 1": [str(BIN / "bucket"), "--workers", "1", f],
+            "bucket --procs 1": [str(BIN / "bucket"), "--procs", "1", f],
             "evalstats --by domain": [str(BIN / "evalstats"), "--by", "domain", f],
-            "evalstats --by domain --workers 1": [str(BIN / "evalstats"), "--by", "domain",
-                                                  "--workers", "1", f],
+            "evalstats --by domain --procs 1": [str(BIN / "evalstats"), "--by", "domain",
+                                                  "--procs", "1", f],
         }
         best = {name: float("inf") for name in runs}
         for _ in range(args.repeats):  # interleaved, so drift on a shared box hits all alike
@@ -91,8 +91,8 @@ def main() -> None:
     for name, s in best.items():
         vs_jq = f"{jq_s / s:8.1f}" if jq_s else f"{'-':>8}"
         print(f"{name:<36} {s:8.2f} {s / parse:8.2f} {vs_jq}")
-    print(f"targets: tool <= 1.50 x parse, jq / tool >= 4.0  (default --workers = {len(_cpus())} "
-          "CPUs; --workers 1 shown for the single-process figure)")
+    print(f"targets: tool <= 1.50 x parse, jq / tool >= 4.0  (default --procs = {len(_cpus())} "
+          "CPUs; --procs 1 shown for the single-process figure)")
 
 
 def _cpus() -> list[int]:

@@ -314,7 +314,7 @@ def test_cli_bad_input_and_skip_invalid(files, tmp_path):
 
 
 def test_cli_workers_flag_and_help(files):
-    assert run(["--workers", "2", files["att"]]).stdout == run([files["att"]]).stdout
+    assert run(["--procs", "2", files["att"]]).stdout == run([files["att"]]).stdout
     help_text = run(["--help"]).stdout
     assert "bucket --all schemas/examples/attempt.json" in help_text
     assert "probe -n 12 --resume att.jsonl" in help_text

@@ -246,7 +246,7 @@ def test_bad_input_and_skip_invalid(tmp_path, hand):
 def test_stdin_workers_and_help(hand):
     with open(hand) as fh:
         assert run(["-"], input=fh.read()).stdout == run([hand]).stdout
-    assert run(["--workers", "2", hand]).stdout == run([hand]).stdout
+    assert run(["--procs", "2", hand]).stdout == run([hand]).stdout
     assert "evalstats --format table schemas/examples/attempt.json" in run(["--help"]).stdout
     assert "evalstats --expect-tasks" in run(["summary", "--help"]).stdout
     assert "evalstats compare schemas/examples/attempt.json" in run(["compare", "--help"]).stdout

@@ -79,7 +79,7 @@ def _names(ctx, param, value):
 @click.option("--report", is_flag=True, help="Print a band histogram on stderr.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
               help="Save the band histogram as a PNG.")
-@click.option("--workers", type=click.IntRange(1),
+@click.option("--procs", "workers", type=click.IntRange(1),
               help="Processes that read big attempt files.  [default: the CPU count]")
 @skip_invalid_option
 @verbose_option

@@ -249,7 +249,7 @@ def _reader_parts(child: tuple[int, int]) -> list[Part]:
         data = inp.read()
     os.waitpid(pid, 0)
     if not data:
-        raise RuntimeError("a reader process died; rerun with --workers 1 to see why")
+        raise RuntimeError("a reader process died; rerun with --procs 1 to see why")
     return pickle.loads(data)
 
 

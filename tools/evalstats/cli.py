@@ -38,7 +38,7 @@ def _ks(ctx, param, value):
 format_option = click.option("--format", "fmt", type=click.Choice(["json", "table", "markdown"]),
                              default="json", show_default=True,
                              help="json: one object (jq-friendly); table or markdown: for people.")
-workers_option = click.option("--workers", type=click.IntRange(1),
+workers_option = click.option("--procs", "workers", type=click.IntRange(1),
                               help="Processes that read big files.  [default: the CPU count]")
 
 
