@@ -95,3 +95,18 @@ def test_an_episode_is_built_in_one_place_and_checked_against_its_schema():
         new_episode(**{**fields, "attempt": "zero"})
     with pytest.raises(msgspec.ValidationError, match="seed_digest"):
         new_episode(**{k: v for k, v in fields.items() if k != "seed_digest"})
+
+
+def test_an_attempt_is_built_through_the_schema_struct():
+    from endstate.core import schemas
+    from endstate.core.runtime import attempt_record
+
+    graded = {"task_id": "t", "domain": "retail", "attempt": 2, "reward": 1, "status": "ok",
+              "policy": {"model": "m"}, "usage": {"agent": {"prompt_tokens": 3, "completion_tokens": 1}},
+              "cost_usd": None, "episode_id": "t/2/x"}
+    attempt = attempt_record(graded)
+    assert list(attempt) == ["task_id", "domain", "attempt", "reward", "status", "model", "usage",
+                             "cost_usd", "episode_id", "error"]  # the schema's order
+    assert schemas.problem("attempt", attempt) is None
+    with pytest.raises(ValueError, match="reward must be null exactly when status is system_error"):
+        attempt_record({**graded, "reward": None})

@@ -59,3 +59,11 @@ def assistant_message(content: str | None, calls: list[tuple[str, str, dict[str,
 def tool_result_message(call_id: str, name: str, content: str) -> Record:
     """The observation answering one tool call."""
     return {"role": "tool", "tool_call_id": call_id, "name": name, "content": content}
+
+
+def graded_episode(episode: Record, grader: Record, reward: int | None, checks: list[Record],
+                   **overrides: Any) -> Record:
+    """The graded episode (schemas/graded_episode.schema.json): the episode as it was recorded,
+    every field kept (episodes may carry fields of their own, so no Struct here), plus the
+    verdict; `overrides` replace recorded fields (status and error when the judge failed)."""
+    return {**episode, **overrides, "grader": grader, "reward": reward, "checks": checks}

@@ -11,6 +11,7 @@ from endstate import TASKS_DIR, __version__
 from endstate.core.checks import KINDS, Context, TaskError
 from endstate.core.domain import Domains
 from endstate.core.episode import replay
+from endstate.core.episode_record import graded_episode
 from endstate.core.errors import EndstateError
 from endstate.core.judge import Judge, JudgeError
 from endstate.core.records import Loc, SkipLog
@@ -93,10 +94,9 @@ class Grader:
     def grade(self, episode: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
         """The graded episode: reward 1/0, or null (with status system_error) when the episode or
         its judge failed for reasons outside the agent."""
-        graded = dict(episode)
-        graded["grader"] = {"version": __version__, "judge_model": self.judge.model if self.judge else None}
+        grader = {"version": __version__, "judge_model": self.judge.model if self.judge else None}
         if episode["status"] == "system_error":
-            return {**graded, "reward": None, "checks": []}
+            return graded_episode(episode, grader, None, [])
         domain = self.domains[task["domain"]]
         if episode["seed_digest"] != domain.seed()[1]:
             raise EndstateError(f"episode {episode['episode_id']} was recorded on seed "
@@ -106,12 +106,13 @@ class Grader:
         try:
             results = self.check(task, episode["changes"], episode["messages"])
         except JudgeError as e:
-            return {**graded, "status": "system_error", "error": {"kind": "judge", "message": str(e)},
-                    "reward": None, "checks": []}
-        if self.judge:
-            usage = {k: self.judge.usage[k] - before[k] for k in before}
-            graded["usage"] = {**episode.get("usage", {}), "judge": usage}
-        return {**graded, "reward": reward(results), "checks": results}
+            return graded_episode(episode, grader, None, [], status="system_error",
+                                  error={"kind": "judge", "message": str(e)})
+        if not self.judge:
+            return graded_episode(episode, grader, reward(results), results)
+        judge_usage = {k: self.judge.usage[k] - before[k] for k in before}
+        return graded_episode(episode, grader, reward(results), results,
+                              usage={**episode.get("usage", {}), "judge": judge_usage})
 
 
 def reward(results: list[dict[str, Any]]) -> int:

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import orjson
 
 from endstate.core import stdio
@@ -29,6 +30,7 @@ from endstate.core.errors import EndstateError
 from endstate.core.interpret import INTERPRETER_VERSION
 from endstate.core.local_model import EMBEDDED, LocalGenerator, Sampling, load, resolve_model
 from endstate.core.progress import Progress, episode_counts, episode_tokens
+from endstate.core.schemas import Attempt
 from endstate.core.settings import EpisodeSettings
 from endstate.core.trace import ChatTemplate
 
@@ -149,12 +151,13 @@ def user_maker(cfg: RunConfig) -> Callable[[dict[str, Any]], ScriptedUser | LLMU
 
 
 def attempt_record(graded: dict) -> dict:
-    """The attempt record (schemas/attempt.schema.json) of a graded episode."""
-    return {"task_id": graded["task_id"], "domain": graded["domain"], "attempt": graded["attempt"],
-            "reward": graded["reward"], "status": graded["status"],
-            "model": graded["policy"].get("model"), "usage": graded["usage"],
-            "cost_usd": graded["cost_usd"], "episode_id": graded["episode_id"],
-            "error": graded.get("error")}
+    """The attempt record of a graded episode, built through the schema's Struct (field names and
+    the reward/status rule are checked here; values are passed as recorded)."""
+    return msgspec.to_builtins(Attempt(
+        task_id=graded["task_id"], domain=graded["domain"], attempt=graded["attempt"],
+        reward=graded["reward"], status=graded["status"], model=graded["policy"].get("model"),
+        usage=graded["usage"], cost_usd=graded["cost_usd"], episode_id=graded["episode_id"],
+        error=graded.get("error")))
 
 
 # -- running --------------------------------------------------------------------------------------

@@ -80,15 +80,16 @@ class AttemptError(msgspec.Struct, gc=False):
     message: str
 
 
-class Attempt(msgspec.Struct, gc=False):
-    """schemas/attempt.schema.json. Optional fields default to None; an explicit null is
-    rejected where the schema rejects it (`domain: str = None` is "absent or a string")."""
+class Attempt(msgspec.Struct, gc=False, kw_only=True):
+    """schemas/attempt.schema.json, fields in its order. Optional fields default to None; an
+    explicit null is rejected where the schema rejects it (`domain: str = None` is "absent or a
+    string"). Readers decode into it; `runtime.attempt_record` builds every attempt through it."""
 
     task_id: Annotated[str, msgspec.Meta(min_length=1)]
+    domain: str = None  # type: ignore[assignment]
     attempt: _NonNegative
     reward: Literal[0, 1] | None
     status: Literal["ok", "system_error"]
-    domain: str = None  # type: ignore[assignment]
     model: str = None  # type: ignore[assignment]
     usage: dict[str, Usage] = None  # type: ignore[assignment]
     cost_usd: Annotated[float, msgspec.Meta(ge=0)] | None = None
