@@ -10,14 +10,7 @@ from endstate.bucket import pool as P
 from endstate.bucket.report import plot as plot_histogram
 from endstate.bucket.report import table
 from endstate.core.bands import Bands
-from endstate.core.cli import (
-    CONTEXT_SETTINGS,
-    run,
-    skip_invalid_option,
-    verbose_option,
-    version_option,
-)
-from endstate.core.errors import EXIT_CODES_HELP
+from endstate.core.cli import common_options, run, tool_command
 from endstate.core.records import SkipLog, fold_jsonl, read_jsonl, write_jsonl
 from endstate.core.schemas import Attempt
 from endstate.core.tasks import load_tasks
@@ -41,9 +34,7 @@ def _names(ctx, param, value):
     return None if value is None else tuple(x.strip() for x in value.split(",") if x.strip())
 
 
-@click.command(context_settings=CONTEXT_SETTINGS,
-             epilog=EXIT_CODES_HELP)
-@version_option
+@tool_command
 @click.argument("attempts", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--prior", default="0.5,0.5", show_default=True, callback=_floats(2),
               help="A,B of the Beta prior (Jeffreys is 0.5,0.5; uniform is 1,1).")
@@ -81,8 +72,7 @@ def _names(ctx, param, value):
               help="Save the band histogram as a PNG.")
 @click.option("--procs", "workers", type=click.IntRange(1),
               help="Processes that read big attempt files.  [default: the CPU count]")
-@skip_invalid_option
-@verbose_option
+@common_options(skip_invalid=True)
 def cli(attempts, prior, edges, band_names, keep, min_clean_runs, reference_files,
         reference_min_successes, holdout, holdout_file, seed, exclude_files, emit_all, tasks_file,
         uncertain, report, plot_file, workers, skip_invalid):

@@ -13,7 +13,7 @@ import click
 
 from endstate import __version__
 from endstate.core import stdio
-from endstate.core.errors import ExitCode
+from endstate.core.errors import EXIT_CODES_HELP, ExitCode
 
 DOMAINS_ENV = "ENDSTATE_DOMAINS"
 
@@ -133,3 +133,29 @@ def parse_prices(ctx, param, values) -> dict[str, tuple[float, float]]:
                                      "prices >= 0, e.g. gpt-4o=2.5,10")
         prices[model] = (prompt, completion)
     return prices
+
+
+def tool_group(default: str | None = None):
+    """A tool's root group: -h, --version and the exit-code table in its help; `default` names
+    the command that a first argument which is no command runs (`grade FILE`)."""
+    kind = {"cls": DefaultGroup, "default": default} if default else {}
+    return lambda fn: click.group(**kind, context_settings=CONTEXT_SETTINGS,
+                                  epilog=EXIT_CODES_HELP)(version_option(fn))
+
+
+def tool_command(fn):
+    """A tool that is one command (bucket, probe): as tool_group, without subcommands."""
+    return click.command(context_settings=CONTEXT_SETTINGS, epilog=EXIT_CODES_HELP)(version_option(fn))
+
+
+def common_options(*, domains: bool = False, skip_invalid: bool = False, quiet: bool = False):
+    """The flags many commands share, in one order: --domains, --skip-invalid, --quiet, -v."""
+    chosen = [o for o, wanted in ((domains_option, domains), (skip_invalid_option, skip_invalid),
+                                  (quiet_option, quiet), (verbose_option, True)) if wanted]
+
+    def decorate(fn):
+        for option in reversed(chosen):
+            fn = option(fn)
+        return fn
+
+    return decorate

@@ -7,16 +7,8 @@ import sys
 import click
 
 from endstate.core import stdio
-from endstate.core.cli import (
-    CONTEXT_SETTINGS,
-    DefaultGroup,
-    parse_prices,
-    run,
-    skip_invalid_option,
-    verbose_option,
-    version_option,
-)
-from endstate.core.errors import EXIT_CODES_HELP, EndstateError, ExitCode
+from endstate.core.cli import common_options, parse_prices, run, tool_group
+from endstate.core.errors import EndstateError, ExitCode
 from endstate.core.records import SkipLog, fold_jsonl, read_jsonl, write_jsonl
 from endstate.evalstats import metrics as M
 from endstate.evalstats import render
@@ -42,9 +34,17 @@ workers_option = click.option("--procs", "workers", type=click.IntRange(1),
                               help="Processes that read big files.  [default: the CPU count]")
 
 
-@click.group(cls=DefaultGroup, default="summary", context_settings=CONTEXT_SETTINGS,
-             epilog=EXIT_CODES_HELP)
-@version_option
+def output_options(plot_help: str):
+    """--format, --plot, --procs and the common reader flags, alike in summary and compare."""
+    def decorate(fn):
+        fn = workers_option(common_options(skip_invalid=True)(fn))
+        plot = click.option("--plot", "plot_file", type=click.Path(dir_okay=False), help=plot_help)
+        return format_option(plot(fn))
+
+    return decorate
+
+
+@tool_group(default="summary")
 def cli():
     """Reliability statistics of evaluation attempts.
 
@@ -75,12 +75,7 @@ def cli():
 @click.option("--allow-incomplete", is_flag=True,
               help="Report even when the coverage gate fails (exit 0; the listing still goes to "
               "stderr).")
-@format_option
-@click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
-              help="PNG: cost per success against pass@1 by model, and a domain × metric heatmap.")
-@workers_option
-@skip_invalid_option
-@verbose_option
+@output_options("PNG: cost per success against pass@1 by model, and a domain × metric heatmap.")
 def summary(files, by_fields, ks, cluster, prices, expect_tasks, expect_repeats, allow_incomplete,
             fmt, plot_file, workers, skip_invalid):
     """Metrics of the attempts in FILES (attempt JSONL; `-` or none: stdin).
@@ -179,12 +174,7 @@ def _write(report: dict, fmt: str, table) -> None:
 @click.option("--k", "ks", callback=_ks, metavar="K",
               help="k of pass@k (one k: a paired comparison is at one k).  [default: the largest "
               "common repeat count]")
-@format_option
-@click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
-              help="PNG: group × metric heatmap of NEW - BASE.")
-@workers_option
-@skip_invalid_option
-@verbose_option
+@output_options("PNG: group × metric heatmap of NEW - BASE.")
 def compare(base, new, by_fields, ks, fmt, plot_file, workers, skip_invalid):
     """Paired comparison of NEW against BASE (attempt JSONL files) on their common tasks.
 

@@ -7,20 +7,9 @@ import sys
 import click
 
 from endstate.core import stdio
-from endstate.core.cli import (
-    CONTEXT_SETTINGS,
-    DefaultGroup,
-    domains_option,
-    env_domain_dirs,
-    judge_options,
-    quiet_option,
-    run,
-    skip_invalid_option,
-    verbose_option,
-    version_option,
-)
+from endstate.core.cli import common_options, env_domain_dirs, judge_options, run, tool_group
 from endstate.core.domain import Domains
-from endstate.core.errors import EXIT_CODES_HELP, EndstateError, ExitCode
+from endstate.core.errors import EndstateError, ExitCode
 from endstate.core.grader import Grader, TaskIndex, builtin_task_files
 from endstate.core.judge import Judge
 from endstate.core.progress import Progress, note
@@ -29,9 +18,7 @@ from endstate.grade.listing import count, listing, matches, summary_table
 from endstate.grade.validate import validate_task
 
 
-@click.group(cls=DefaultGroup, default="score", context_settings=CONTEXT_SETTINGS,
-             epilog=EXIT_CODES_HELP)
-@version_option
+@tool_group(default="score")
 def cli():
     """Grade episodes by the end state of their database, or validate tasks.
 
@@ -46,10 +33,8 @@ def cli():
 @click.argument("episodes", nargs=-1, type=click.Path(allow_dash=True))
 @click.option("--tasks", "task_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="Task definitions (JSONL, repeatable). Default: the built-in suites.")
-@domains_option
 @judge_options
-@skip_invalid_option
-@verbose_option
+@common_options(domains=True, skip_invalid=True)
 def score(episodes, task_files, domain_dirs, judge_model, judge_base_url, judge_cache, skip_invalid):
     """Emit each episode with its reward (1 if every check passes, 0 if not, null on system error).
 
@@ -92,11 +77,8 @@ def score(episodes, task_files, domain_dirs, judge_model, judge_base_url, judge_
 
 @cli.command()
 @click.argument("task_files", nargs=-1, type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-@domains_option
 @judge_options
-@skip_invalid_option
-@quiet_option
-@verbose_option
+@common_options(domains=True, skip_invalid=True, quiet=True)
 def validate(task_files, domain_dirs, judge_model, judge_base_url, judge_cache, skip_invalid, quiet):
     """Prove tasks sound: gold passes, doing nothing fails, and dropping any single writing gold
     call fails. Emits one verdict per task; exits 1 if any task is unsound.
@@ -143,9 +125,7 @@ def validate(task_files, domain_dirs, judge_model, judge_base_url, judge_cache, 
               help="Only tasks with a tag matching this pattern, e.g. 'template:*' (repeatable: any of).")
 @click.option("--summary", is_flag=True, help="Print a table of task counts per domain × split instead.")
 @click.option("--full", is_flag=True, help="Write the task records themselves instead of listing lines.")
-@domains_option
-@skip_invalid_option
-@verbose_option
+@common_options(domains=True, skip_invalid=True)
 def tasks(task_files, domain_names, splits, tags, summary, full, domain_dirs, skip_invalid):
     """List tasks: one JSONL line per task with its id, domain, split, tags, number and kinds of
     checks, gold calls (and how many write), max_turns and the user's opening.

@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from endstate.core import settings, stdio
-from endstate.core.cli import CONTEXT_SETTINGS, quiet_option, run, verbose_option, version_option
-from endstate.core.errors import EXIT_CODES_HELP, EndstateError
+from endstate.core.cli import common_options, run, tool_group, verbose_option
+from endstate.core.errors import EndstateError
 from endstate.grpo.algorithm import LOSS_AGG
 from endstate.grpo.config import ROLLOUT_ENGINES, TrainConfig, launch_command, resolve
 
@@ -53,9 +53,7 @@ config_options = settings.options(TrainConfig, {**settings.HELP, **HELP},
                                   {**settings.KINDS, **KINDS}, layered=True)
 
 
-@click.group(context_settings=CONTEXT_SETTINGS,
-             epilog=EXIT_CODES_HELP)
-@version_option
+@tool_group()
 def cli():
     """Train a tool-using agent with GRPO on terminal-state rewards.
 
@@ -80,8 +78,7 @@ class RecordingCommand(click.Command):
 @click.option("--dry-run", is_flag=True, help="Resolve and check everything, print the launch "
               "command, start nothing.")
 @config_options
-@quiet_option
-@verbose_option
+@common_options(quiet=True)
 def train(config_file, dry_run, quiet, **flags):
     """Run GRPO: B tasks × G rollouts per step through the rollout/grade path, one AdamW step.
 

@@ -5,19 +5,8 @@ from __future__ import annotations
 import click
 import orjson
 
-from endstate.core.cli import (
-    CONTEXT_SETTINGS,
-    domains_option,
-    env_domain_dirs,
-    judge_options,
-    quiet_option,
-    run,
-    skip_invalid_option,
-    verbose_option,
-    version_option,
-)
+from endstate.core.cli import common_options, env_domain_dirs, judge_options, run, tool_command
 from endstate.core.domain import Domains
-from endstate.core.errors import EXIT_CODES_HELP
 from endstate.core.grader import Grader
 from endstate.core.judge import Judge
 from endstate.core.records import SkipLog, dumps
@@ -27,9 +16,7 @@ from endstate.core.stdio import records_out
 from endstate.core.tasks import done_keys, episodes_path_writer, load_tasks, plan, shard_of
 
 
-@click.command(context_settings=CONTEXT_SETTINGS,
-             epilog=EXIT_CODES_HELP)
-@version_option
+@tool_command
 @click.argument("task_files", nargs=-1, type=click.Path(allow_dash=True))
 @click.option("-n", "--repeats", type=int, default=4, show_default=True, help="Attempts per task.")
 @click.option("--episodes", "episodes_file", type=click.Path(dir_okay=False),
@@ -38,10 +25,7 @@ from endstate.core.tasks import done_keys, episodes_path_writer, load_tasks, pla
               help="Skip (task_id, attempt) keys already in this attempts file.")
 @run_options
 @judge_options
-@domains_option
-@skip_invalid_option
-@quiet_option
-@verbose_option
+@common_options(domains=True, skip_invalid=True, quiet=True)
 def cli(task_files, repeats, episodes_file, resume, cfg, shard, judge_model, judge_base_url,
         judge_cache, domain_dirs, skip_invalid, quiet):
     """Run every task REPEATS times, grade each episode, and write one attempt record per line.

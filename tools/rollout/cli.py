@@ -8,19 +8,9 @@ import click
 import orjson
 
 from endstate.core import stdio
-from endstate.core.cli import (
-    CONTEXT_SETTINGS,
-    DefaultGroup,
-    domains_option,
-    env_domain_dirs,
-    quiet_option,
-    run,
-    skip_invalid_option,
-    verbose_option,
-    version_option,
-)
+from endstate.core.cli import common_options, env_domain_dirs, run, tool_group
 from endstate.core.domain import Domains
-from endstate.core.errors import EXIT_CODES_HELP, ExitCode
+from endstate.core.errors import ExitCode
 from endstate.core.interpret import parse
 from endstate.core.records import SkipLog, dumps, read_jsonl
 from endstate.core.run_options import run_options
@@ -28,9 +18,7 @@ from endstate.core.runtime import build_backend, run_episodes
 from endstate.core.tasks import done_keys, load_tasks, plan, shard_of
 
 
-@click.group(cls=DefaultGroup, default="run", context_settings=CONTEXT_SETTINGS,
-             epilog=EXIT_CODES_HELP)
-@version_option
+@tool_group(default="run")
 def cli():
     """Run agent episodes, or audit how their output was interpreted.
 
@@ -46,10 +34,7 @@ def cli():
 @click.option("--resume", type=click.Path(dir_okay=False),
               help="Skip (task_id, attempt) keys already in this episodes file.")
 @run_options
-@domains_option
-@skip_invalid_option
-@quiet_option
-@verbose_option
+@common_options(domains=True, skip_invalid=True, quiet=True)
 def run_cmd(task_files, repeats, resume, cfg, shard, domain_dirs, skip_invalid, quiet):
     """Run each task REPEATS times and write one episode record per line to stdout.
 
@@ -79,9 +64,7 @@ def run_cmd(task_files, repeats, resume, cfg, shard, domain_dirs, skip_invalid, 
 
 @cli.command()
 @click.argument("episodes", nargs=-1, type=click.Path(allow_dash=True))
-@domains_option
-@skip_invalid_option
-@verbose_option
+@common_options(domains=True, skip_invalid=True)
 def parity(episodes, domain_dirs, skip_invalid):
     """Re-interpret every recorded raw completion with this endstate's interpreter and compare
     tool names, typed arguments, reasoning and text with what the episode recorded (what the
@@ -129,9 +112,7 @@ def parity(episodes, domain_dirs, skip_invalid):
               help="Append the episode here when the session ends (stdout is the MCP channel).")
 @click.option("--attempt", type=click.IntRange(0), default=0, show_default=True,
               help="Attempt number recorded in the episode.")
-@domains_option
-@skip_invalid_option
-@verbose_option
+@common_options(domains=True, skip_invalid=True)
 def serve_mcp(task_file, task_id, out_file, attempt, domain_dirs, skip_invalid):
     """Serve a fresh sandbox of one task as an MCP server over stdio: the task's tools with their
     JSON schemas, results as text. When the client ends the session the episode (with its
