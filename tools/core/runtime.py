@@ -1,5 +1,5 @@
-"""What rollout and probe share: building the agent backend from flags, choosing the
-(task, attempt) keys to run (shards, resume), and running episodes concurrently."""
+"""The episode runtime rollout, probe and grpo share: the run configuration, the agent backends by
+name, attempt records, and running episodes concurrently (which keys to run: core.tasks)."""
 
 from __future__ import annotations
 
@@ -162,10 +162,11 @@ def attempt_record(graded: dict) -> dict:
 
 # -- running --------------------------------------------------------------------------------------
 
+OnEpisode = Callable[[dict[str, Any], dict[str, Any]], Awaitable[Any] | Any]
+
+
 async def run_all(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains,
-                  backend: AgentBackend,
-                  on_episode: Callable[[dict[str, Any], dict[str, Any]], Awaitable[Any] | Any],
-                  progress: Progress) -> None:
+                  backend: AgentBackend, on_episode: OnEpisode, progress: Progress) -> None:
     """Run every (task, attempt) with at most cfg.jobs in flight; `on_episode(task, episode)` is
     called as each finishes (its output is written there, one line at a time) and may return the
     record it wrote (a graded one counts rewards in the progress line)."""
@@ -189,7 +190,6 @@ async def run_all(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains
         await close_endpoints()
 
 
-OnEpisode = Callable[[dict[str, Any], dict[str, Any]], Any]
 EPISODE_COUNTS = ("ok", "system_error")
 ATTEMPT_COUNTS = ("reward 1", "reward 0", "system_error")
 

@@ -53,7 +53,7 @@ def episode_values(config: Any) -> dict[str, Any]:
 
 
 def options(cls: type, help: dict[str, str], kinds: dict[str, Any] = KINDS,
-            layered: bool = False, skip: tuple[str, ...] = ()):
+            layered: bool = False):
     """A decorator adding one flag per field of the dataclass `cls` (`--max-new-tokens`; booleans
     as `--x/--no-x`), each shown with its default. `layered`: every flag defaults to None, so that
     a value from a config file applies unless the flag is given (grpo's YAML)."""
@@ -62,8 +62,7 @@ def options(cls: type, help: dict[str, str], kinds: dict[str, Any] = KINDS,
 
     def decorate(fn):
         for f in reversed(fields):
-            if f.name not in skip:
-                fn = _option(f, help[f.name], kinds.get(f.name), layered)(fn)
+            fn = _option(f, help[f.name], kinds.get(f.name), layered)(fn)
         return fn
 
     return decorate

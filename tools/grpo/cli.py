@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from endstate.core import settings, stdio
-from endstate.core.cli import common_options, run, tool_group, verbose_option
+from endstate.core.cli import common_options, run, tool_group
 from endstate.core.errors import EndstateError
 from endstate.grpo.algorithm import LOSS_AGG
 from endstate.grpo.config import ROLLOUT_ENGINES, TrainConfig, launch_command, resolve
@@ -134,7 +134,7 @@ def dry_run_report(cfg, args: list[str]) -> None:
 @cli.command()
 @click.argument("checkpoint", type=click.Path(exists=True, file_okay=False))
 @click.argument("target", type=click.Path(file_okay=False))
-@verbose_option
+@common_options()
 def export(checkpoint, target):
     """Write CHECKPOINT (a run folder: its latest checkpoint; or a checkpoints/step-N folder) as a
     plain HF folder TARGET (fp32 weights rebuilt from the DeepSpeed state, config, tokenizer).
