@@ -49,10 +49,19 @@ def hang(seconds: float) -> Fault:
     return Fault("timeout", hang_s=min(seconds, MAX_HANG_S))
 
 
-# A chat reply: text, tool calls as (name, arguments) pairs, or a fault.
-ChatReply = Union[str, list[tuple[str, dict[str, Any]]], Fault]
-# A completions reply: generated token ids (logprob -0.5 each), optionally with their text, or a fault.
-CompletionReply = Union[list[int], tuple[list[int], str], Fault]
+@dataclass(frozen=True)
+class Raw:
+    """A whole answer body, sent as is with status 200: for answers that break the OpenAI contract
+    (a null message, usage that is not a count, token ids outside the vocabulary)."""
+
+    payload: Any
+
+
+# A chat reply: text, tool calls as (name, arguments) pairs, a raw body, or a fault.
+ChatReply = Union[str, list[tuple[str, dict[str, Any]]], Raw, Fault]
+# A completions reply: generated token ids (logprob -0.5 each), optionally with their text, a raw
+# body, or a fault.
+CompletionReply = Union[list[int], tuple[list[int], str], Raw, Fault]
 Faults = Callable[[int], Union[Fault, None]]  # request number (from 0) -> fault to inject, or None
 
 
@@ -165,6 +174,8 @@ class FakeEndpoint:
             self.outcomes.append("http %d" % fault.status if fault.kind == "http" else fault.kind)
             return fault
         self.outcomes.append("ok")
+        if isinstance(reply, Raw):
+            return reply.payload
         return (_chat_payload if path.endswith("/chat/completions") else _completion_payload)(body, reply)
 
     # -- HTTP/1.1 with keep-alive, by hand (requests are small and well-formed: ours) ---------

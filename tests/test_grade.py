@@ -9,7 +9,6 @@ import pytest
 from conftest import ROOT, run_tool
 from openai_double import FakeEndpoint
 
-from endstate.core.checks import TaskError
 from endstate.core.episode import replay
 from endstate.core.errors import EndstateError
 from endstate.core.grader import Grader
@@ -32,6 +31,12 @@ def task_with(tasks, task_id, checks):
 def grade_steps(grader, task, steps):
     episode = replay(grader.domains[task["domain"]], task, steps)
     return grader.grade(episode, task)
+
+
+def task_defect(graded, message):
+    """A check that cannot be evaluated costs its episode (system_error, kind task), never a 0."""
+    assert (graded["status"], graded["reward"], graded["error"]["kind"]) == ("system_error", None, "task")
+    assert message in graded["error"]["message"], graded["error"]["message"]
 
 
 def details(graded):
@@ -86,8 +91,7 @@ def test_sql_check_scalar_rows_and_read_only(grader, tasks):
     assert [c["passed"] for c in checks] == [True, True, False]
     assert checks[2]["detail"] == "query returned 1, expected 2"
     writes = task_with(tasks, "retail-change-email-by-name", [sql("DELETE FROM customers", 0)])
-    with pytest.raises(TaskError, match="check 0:sql: query failed: not authorized"):
-        grade_steps(grader, writes, gold)
+    task_defect(grade_steps(grader, writes, gold), "check 0:sql: query failed: not authorized")
 
 
 def test_one_extra_unrelated_change_scores_zero_and_names_the_row(grader, tasks):
@@ -140,8 +144,7 @@ def test_python_check(grader, tasks):
     assert grade_steps(grader, task, task["gold"])["checks"][0] == {
         "id": "refund-right", "kind": "python", "passed": True, "detail": "refunds[RF00347]: 59.98 to PM90002"}
     missing = task_with(tasks, "retail-refund-received-return", [{"kind": "python", "name": "nope"}])
-    with pytest.raises(TaskError, match="no python check 'nope'"):
-        grade_steps(grader, missing, [])
+    task_defect(grade_steps(grader, missing, []), "no python check function 'nope'")
 
 
 def test_system_error_episodes_are_never_scored(grader, tasks):

@@ -3,10 +3,18 @@ raises, whatever the model wrote."""
 
 from typing import Literal
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from endstate.core.interpret import coerce, parse, render_call, render_system, split_reasoning
+from endstate.core.interpret import (
+    _parse,
+    coerce,
+    parse,
+    render_call,
+    render_system,
+    split_reasoning,
+)
 
 PARAMS = {"get_order": {"type": "object", "properties": {
     "order_id": {"type": "string"}, "line": {"type": "integer"}, "amount": {"type": "number"},
@@ -95,9 +103,23 @@ FRAGMENTS = st.sampled_from(["<tool_call>", "</tool_call>", "<think>", "</think>
 @settings(max_examples=400, deadline=None)
 @given(st.one_of(st.text(), st.lists(st.one_of(FRAGMENTS, st.text(max_size=5))).map("".join)))
 def test_parse_never_raises(text):
-    p = parse(text, PARAMS)
+    p = _parse(text, PARAMS)  # without parse's last-resort catch: an internal exception fails here
     assert isinstance(p.content, str)
     assert all(isinstance(c.arguments, dict) for c in p.tool_calls)
+    orjson.dumps([c.arguments for c in p.tool_calls])  # every call kept can be recorded
+
+
+def test_one_hostile_call_costs_only_itself():
+    deep = "[" * 100_000 + "]" * 100_000  # RecursionError in the JSON decoder
+    for hostile in ('{"name": "get_order", "arguments": {"line": "%s"}}' % ("9" * 5000),
+                    '{"name": "get_order", "arguments": {"line": %s}}' % ("9" * 5000),
+                    '{"name": "get_order", "arguments": {"line": %s}}' % ("9" * 30),
+                    '{"name": "get_order", "arguments": {"lines": %s}}' % deep):
+        text = (f"<tool_call>{hostile}</tool_call>"
+                '<tool_call>{"name": "get_order", "arguments": {"order_id": "W1"}}</tool_call>')
+        p = _parse(text, PARAMS)
+        assert [(c.name, c.arguments) for c in p.tool_calls][-1] == ("get_order", {"order_id": "W1"})
+        orjson.dumps([c.arguments for c in p.tool_calls])
 
 
 # Markup inside argument strings ("<think>", "</tool_call>") is not supported: the model's own

@@ -192,7 +192,8 @@ def test_sigkill_then_resume_loses_no_key_and_duplicates_none(tmp_path, procs):
 def test_completions_sampler_reads_token_ids_and_logprobs_from_a_vllm_style_endpoint():
     import asyncio
 
-    from endstate.core.agents import Endpoints, RetryPolicy, completions_sampler
+    from endstate.core.agents import completions_sampler
+    from endstate.core.endpoints import Endpoints, RetryPolicy
     from endstate.core.local_model import Sampling
 
     eos = 2
@@ -203,7 +204,7 @@ def test_completions_sampler_reads_token_ids_and_logprobs_from_a_vllm_style_endp
 
     with FakeEndpoint(completions=policy, faults={0: HTTP_503}.get) as endpoint:
         endpoints = Endpoints([endpoint.base_url], "k", 5.0, RetryPolicy(attempts=2, base_delay=0.01))
-        sample = completions_sampler(endpoints, "double", Sampling(16, 1.0, 1.0), 0, eos)
+        sample = completions_sampler(endpoints, "double", Sampling(16, 1.0, 1.0), 0, eos, 50_000)
         generation = asyncio.run(sample([5, 6, 41]))
     assert generation.ids == [42, 7, eos] and generation.logprobs == [-0.5, -0.5, -0.5]
     assert generation.finished

@@ -6,17 +6,11 @@ interpreted) and `observe(messages)` (tool results or a user reply).
                renders the prompt with the chat template and parses the raw text itself.
 - local:       in-process transformers generation, batched across episodes (see local_model).
 
-Endpoint failures (timeouts, 5xx, connection resets, rate limits) are retried with bounded
-exponential backoff; after the bound the session raises EndpointFailure and the episode becomes
-`system_error`, never reward 0.
+The wire to endpoints, its retries and its contract checks: core.endpoints.
 """
 
 from __future__ import annotations
 
-import asyncio
-import itertools
-import random
-import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -24,9 +18,16 @@ from typing import Any, Protocol
 import orjson
 
 from endstate.core.domain import Domain
-from endstate.core.episode_record import assistant_message, tool_result_message
-from endstate.core.errors import EndstateError
-from endstate.core.http import HttpClient, ProtocolError
+from endstate.core.endpoints import (
+    ContextOverflow,
+    EndpointFailure,
+    Endpoints,
+    chat_message,
+    protocol_failure,
+    shown,
+    usage_of,
+)
+from endstate.core.episode_record import assistant_message, call_id, tool_result_message
 from endstate.core.interpret import (
     Parsed,
     ToolCall,
@@ -41,128 +42,29 @@ from endstate.core.trace import ChatTemplate, TokenTrace
 TOOL_PREFILL = "<tool_call>\n"
 
 
-class EndpointFailure(Exception):
-    def __init__(self, kind: str, message: str, attempts: int):
-        super().__init__(message)
-        self.kind, self.message, self.attempts = kind, message, attempts
-
-
-class ContextOverflow(Exception):
-    """The next prompt would not fit: the episode ends, nothing is truncated."""
-
-
-@dataclass
-class RetryPolicy:
-    attempts: int = 4  # calls in all, first included
-    base_delay: float = 0.5
-    max_delay: float = 8.0
-
-
-class EndpointError(Exception):
-    """An endpoint answered with an HTTP error status."""
-
-    def __init__(self, url: str, status: int, body: bytes):
-        text = body[:300].decode(errors="replace").strip()
-        super().__init__(f"POST {url}: HTTP {status}: {text}")
-        self.status = status
-
-
-def failure_kind(error: BaseException) -> str | None:
-    """How an endpoint error is named in `error.kind`, or None when retrying cannot help."""
-    if isinstance(error, EndpointError):
-        return ("rate_limit" if error.status == 429 else "timeout" if error.status == 408
-                else "http_5xx" if error.status >= 500 else None)
-    if isinstance(error, TimeoutError):
-        return "timeout"
-    if isinstance(error, OSError):
-        return "connection"  # refused, reset, closed mid-answer, unreachable, TLS
-    return None
-
-
-class Endpoints:
-    """One or more OpenAI-compatible base URLs; calls rotate over them, retries move on.
-
-    The wire protocol is the OpenAI REST API (POST JSON, Bearer key), spoken through a lean
-    keep-alive client (core/http.py) with orjson bodies: the openai SDK's client costs ~1-3 ms of
-    CPU a call (request models, httpx, typed responses) and aiohttp ~0.2 ms, which at hundreds of
-    episodes in flight adds up to more than the model's latency (bench/bench_rollout.py); this
-    path costs ~0.06 ms. Answers are plain dicts.
-    """
-
-    def __init__(self, base_urls: list[str], api_key: str | None, timeout: float, retry: RetryPolicy):
-        self.urls = [u.rstrip("/") for u in base_urls]
-        self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if api_key:
-            self.headers["Authorization"] = f"Bearer {api_key}"
-        self.timeout = timeout
-        self.retry = retry
-        self.retries = 0  # across the run, for the logs
-        self._next = itertools.count()
-        self._http: HttpClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def _client(self) -> HttpClient:
-        """This event loop's client (asyncio.run makes a new loop each time, e.g. per grpo step)."""
-        loop = asyncio.get_running_loop()
-        if self._http is None or self._loop is not loop:
-            self._http, self._loop = HttpClient(self.timeout), loop
-            _OPEN.add(self)
-        return self._http
-
-    def close(self) -> None:
-        if self._http is not None:
-            self._http.close()
-        self._http = self._loop = None
-
-    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST `body` as JSON to `path` (e.g. "/chat/completions"): the decoded JSON answer.
-        Top-level keys set to None are left out (the server's default; `--seed none`).
-        Retries what retrying can help (timeouts, resets, 5xx, 429) with jittered exponential
-        backoff; past the bound, EndpointFailure. Other HTTP errors stop the run: they mean the
-        request or its configuration is wrong (URL, key, model name)."""
-        content = orjson.dumps({k: v for k, v in body.items() if v is not None})
-        start = next(self._next)
-        for attempt in range(self.retry.attempts):
-            url = self.urls[(start + attempt) % len(self.urls)] + path
-            try:
-                status, data = await self._client().post(url, content, self.headers)
-                if status >= 400:
-                    raise EndpointError(url, status, data)
-                return orjson.loads(data)
-            except (orjson.JSONDecodeError, ProtocolError) as e:
-                raise EndpointFailure("protocol", f"POST {url}: the answer is not JSON over HTTP ({e})", 1) from e
-            except Exception as e:  # classified below: retried, stopped on, or raised
-                kind = failure_kind(e)
-                if kind is None:
-                    text = str(e).lower()
-                    if "context" in text and "length" in text:
-                        raise ContextOverflow(str(e)) from e
-                    if isinstance(e, EndpointError):
-                        raise EndstateError(f"{e} (not retried: fix the URL, key or request)") from e
-                    raise
-                if attempt + 1 == self.retry.attempts:
-                    raise EndpointFailure(kind, f"{type(e).__name__}: {e}", attempt + 1) from e
-                self.retries += 1
-                delay = min(self.retry.max_delay, self.retry.base_delay * 2 ** attempt)
-                await asyncio.sleep(delay * (0.5 + random.random() / 2))  # jittered backoff
-        raise AssertionError("unreachable")
-
-
-_OPEN: weakref.WeakSet[Endpoints] = weakref.WeakSet()
-
-
-async def close_endpoints() -> None:
-    """Close the connections opened on this event loop (at the end of a run)."""
-    for endpoints in list(_OPEN):
-        if endpoints._loop is asyncio.get_running_loop():
-            endpoints.close()
-
-
-def usage_of(response: dict[str, Any]) -> dict[str, int]:
-    """Token counts of an OpenAI-style response (0 where the server reports none)."""
-    usage = response.get("usage") or {}
-    return {"prompt_tokens": usage.get("prompt_tokens") or 0,
-            "completion_tokens": usage.get("completion_tokens") or 0}
+def native_calls(message: dict[str, Any], params: dict[str, dict[str, Any]]) -> tuple[list[ToolCall], list[str]]:
+    """The tool calls of a chat message, and a problem per call that cannot be read: the readable
+    ones are kept (a bad call beside them costs only itself). `arguments` is a JSON string as the
+    OpenAI API says, or an object (some servers send one)."""
+    calls, errors = [], []
+    for i, tc in enumerate(message.get("tool_calls") or []):
+        function = tc.get("function") if isinstance(tc, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            errors.append(f"tool call {i} names no function: {shown(tc)}")
+            continue
+        arguments = function.get("arguments")
+        try:
+            if isinstance(arguments, str):
+                args = orjson.loads(arguments) if arguments.strip() else {}
+            else:
+                args = {} if arguments is None else arguments
+            if not isinstance(args, dict):
+                raise ValueError(f"arguments are {shown(args)}, not a JSON object")
+            calls.append(ToolCall(name, coerce_arguments(args, params.get(name))))
+        except ValueError as e:  # orjson.JSONDecodeError is one
+            errors.append(f"unreadable arguments for {name}: {e}")
+    return calls, errors
 
 
 @dataclass
@@ -216,6 +118,7 @@ class ChatSession:
     system: str
     examples: list[FewShot]
     messages: list[dict[str, Any]] = field(default_factory=list)
+    _turns: int = 0
 
     def begin(self, messages: list[dict[str, Any]]) -> None:
         """`messages` is [system, opening]; the examples go between them (tools are native here)."""
@@ -229,34 +132,25 @@ class ChatSession:
             "model": self.model, "messages": self.messages, "tools": self.tool_specs or None,
             "temperature": self.sampling.temperature, "top_p": self.sampling.top_p,
             "max_tokens": self.sampling.max_new_tokens, "seed": self.seed})
-        try:
-            message = response["choices"][0]["message"]
-        except (KeyError, IndexError, TypeError):
-            raise EndpointFailure("protocol", f"no choices[0].message in the chat completion: "
-                                  f"{orjson.dumps(response)[:200].decode(errors='replace')}", 1) from None
+        message = chat_message(response)
+        usage = usage_of(response)
         params = _parameters(self.tool_specs)
-        calls, errors = [], []
-        for tc in message.get("tool_calls") or []:
-            function = tc.get("function") or {}
-            name = function.get("name")
-            try:
-                args = orjson.loads(function.get("arguments") or "{}")
-                if not isinstance(args, dict):
-                    raise ValueError("arguments are not an object")
-                calls.append(ToolCall(name, coerce_arguments(args, params.get(name))))
-            except ValueError as e:
-                errors.append(f"unreadable arguments for {name}: {e}")
+        calls, errors = native_calls(message, params)
         reasoning = message.get("reasoning_content") or message.get("reasoning")
+        reasoning = reasoning if isinstance(reasoning, str) else None
         content = message.get("content") or ""
-        if not calls:  # a server without a tool parser leaves the calls in the text
+        if not calls and not errors:  # a server without a tool parser leaves the calls in the text
             parsed = parse(content, params)
             if reasoning and not parsed.reasoning:
                 parsed.reasoning = reasoning
         else:
             parsed = Parsed(parse(content).content, reasoning, calls, "; ".join(errors) or None)
-        self.messages.append({k: message[k] for k in ("role", "content", "tool_calls")
-                              if message.get(k) is not None})
-        return Turn(parsed, content, usage_of(response))
+        # What the endpoint sees next turn: the calls we could read, as we read them, under the ids
+        # the episode's transcript and tool results use.
+        self.messages.append(assistant_message(content or None, [
+            (call_id(self._turns, i), c.name, c.arguments) for i, c in enumerate(calls)]))
+        self._turns += 1
+        return Turn(parsed, content, usage)
 
     def observe(self, messages: list[dict[str, Any]]) -> None:
         self.messages += [{k: m[k] for k in ("role", "content", "tool_call_id", "name") if k in m}
@@ -288,14 +182,16 @@ class TokenSession:
         self.trace.append_prompt(ids)
 
     async def act(self) -> Turn:
-        if self.trace.length + self.sampling.max_new_tokens > self.max_context:
-            raise ContextOverflow(f"{self.trace.length} prompt tokens + {self.sampling.max_new_tokens} "
-                                  f"new would exceed --max-context {self.max_context}")
         # Small models call tools far more reliably when their turn after a user message starts
         # with `<tool_call>`; those tokens are prompt (masked), not sampled.
         prefill = TOOL_PREFILL if self.tool_prefill and self._after_user else ""
+        prefill_ids = self.template.encode(prefill) if prefill else []
+        prompt_len = self.trace.length + len(prefill_ids)
+        if prompt_len + self.sampling.max_new_tokens > self.max_context:
+            raise ContextOverflow(f"{prompt_len} prompt tokens + {self.sampling.max_new_tokens} "
+                                  f"new would exceed --max-context {self.max_context}")
         if prefill:
-            self.trace.append_prompt(self.template.encode(prefill))
+            self.trace.append_prompt(prefill_ids)
         prompt = self.trace.next_prompt()
         generation = await self.sample(prompt, self.prefix_len)
         self.trace.append_completion(generation.ids, generation.logprobs)
@@ -311,20 +207,31 @@ class TokenSession:
 
 
 def completions_sampler(endpoints: Endpoints, model: str, sampling: Sampling, seed: int | None,
-                        eos_id: int) -> Callable[[list[int], int], Awaitable[Generation]]:
+                        eos_id: int, vocab_size: int) -> Callable[[list[int], int], Awaitable[Generation]]:
     """Token ids in, token ids and logprobs out, from a vLLM-style completions endpoint (which
     caches shared prefixes itself)."""
 
     async def sample(prompt: list[int], prefix_len: int = 0) -> Generation:
-        choices = (await endpoints.post("/completions", {
+        response = await endpoints.post("/completions", {
             "model": model, "prompt": prompt, "max_tokens": sampling.max_new_tokens,
             "temperature": sampling.temperature, "top_p": sampling.top_p, "seed": seed,
-            "logprobs": 1, "return_token_ids": True, "skip_special_tokens": False})).get("choices") or [{}]
-        ids = choices[0].get("token_ids")
+            "logprobs": 1, "return_token_ids": True, "skip_special_tokens": False})
+        choices = response.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+        ids = choice.get("token_ids")
         if ids is None:
             raise EndpointFailure("protocol", "the completions endpoint returned no token_ids; "
                                   "endstate needs vLLM's return_token_ids", 1)
-        logprobs = (choices[0].get("logprobs") or {}).get("token_logprobs")
+        if not isinstance(ids, list) or not all(type(t) is int and 0 <= t < vocab_size for t in ids):
+            raise protocol_failure(f"token_ids {shown(ids)} are not ids of this tokenizer's "
+                                   f"vocabulary (0..{vocab_size - 1}): is --tokenizer the served model's?")
+        logprobs = choice.get("logprobs")
+        logprobs = logprobs.get("token_logprobs") if isinstance(logprobs, dict) else None
+        if logprobs is not None and not (
+                isinstance(logprobs, list) and len(logprobs) == len(ids)
+                and all(type(x) in (int, float) for x in logprobs)):
+            raise protocol_failure(f"logprobs.token_logprobs {shown(logprobs)} are not one "
+                                   f"number per token id ({len(ids)})")
         # Without the end-of-turn token the next delta supplies it, masked: it was not sampled.
         return Generation(ids, logprobs, finished=bool(ids) and ids[-1] == eos_id)
 

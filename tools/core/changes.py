@@ -188,16 +188,39 @@ def replay_checked(conn: sqlite3.Connection, domain: Domain, changes: Changes) -
     for table, entry in changes.items():
         t = table_of(domain, table, "changes")
         for e in entry.get("deleted", ()):
+            _well_formed(t, e["key"], e["row"], with_key=True)
             _, now = _expect(conn, t, e["key"], e["row"], "deleted")
-            rows.append(Touched(t, tuple(e["key"].values()), now, None, None))
+            rows.append(Touched(t, _key(t, e["key"]), now, None, None))
         for e in entry.get("updated", ()):
+            _well_formed(t, e["key"], e["before"], e["after"])
             rowid, now = _expect(conn, t, e["key"], e["before"], "updated")
-            rows.append(Touched(t, tuple(e["key"].values()), now, {**now, **e["after"]}, rowid))
+            rows.append(Touched(t, _key(t, e["key"]), now, {**now, **e["after"]}, rowid))
         for e in entry.get("inserted", ()):
+            _well_formed(t, e["key"], e["row"], with_key=True)
             _expect(conn, t, e["key"], None, "inserted")
-            rows.append(Touched(t, tuple(e["key"].values()), None, e["row"], None))
+            rows.append(Touched(t, _key(t, e["key"]), None, e["row"], None))
     for sql, params in compile_replay(rows):
         conn.executemany(sql, params)
+
+
+def _key(t: Table, key: dict[str, Any]) -> tuple:
+    return tuple(key[c] for c in t.key)
+
+
+def _well_formed(t: Table, key: dict[str, Any], *rows: Row, with_key: bool = False) -> None:
+    """A recorded change names the table's key columns, only columns the table has, and (a whole
+    row) the same key values as its `key`; else the diff was not written by endstate."""
+    where = f"{t.name}[{key_text(key) if isinstance(key, dict) else key!r}]"
+    if not isinstance(key, dict) or set(key) != set(t.key):
+        raise EndstateError(f"{where}: a change's key must name the key column(s) {list(t.key)}")
+    for row in rows:
+        unknown = set(row) - set(t.columns)
+        if unknown:
+            raise EndstateError(f"{where} is recorded with column(s) {sorted(unknown)} that the "
+                                f"table does not have; columns: {', '.join(t.columns)}")
+        if with_key and any(c in row and row[c] != key[c] for c in t.key):
+            raise EndstateError(f"{where}: the recorded row's key is "
+                                f"{key_text({c: row.get(c) for c in t.key})}, not its change's key")
 
 
 def _expect(conn: sqlite3.Connection, t: Table, key: dict[str, Any], before: Row | None,

@@ -193,10 +193,14 @@ def check_said(check: dict, ctx: Context) -> Outcome:
 def check_python(check: dict, ctx: Context) -> Outcome:
     module = ctx.domain.checks_module
     fn = getattr(module, check["name"], None) if module else None
-    if fn is None or check["name"].startswith("_"):
-        raise TaskError(f"no python check {check['name']!r} in {ctx.domain.path}/checks.py")
-    result = fn(ctx.conn, ctx.messages, **check.get("params", {}))
-    passed, detail = result if isinstance(result, tuple) else (result, "")
+    if not callable(fn) or check["name"].startswith("_"):
+        raise TaskError(f"no python check function {check['name']!r} in {ctx.domain.path}/checks.py")
+    try:
+        result = fn(ctx.conn, ctx.messages, **check.get("params", {}))
+    except Exception as e:  # the task's or the domain's bug: name it, never score it
+        raise TaskError(f"{check['name']}(conn, messages, **{check.get('params', {})}) raised "
+                        f"{type(e).__name__}: {e}") from None
+    passed, detail = result if isinstance(result, tuple) and len(result) == 2 else (result, "")
     return bool(passed), detail or f"{check['name']}: {'passed' if passed else 'failed'}"
 
 

@@ -3,6 +3,7 @@ with -v, --version, common options."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import signal
@@ -16,6 +17,7 @@ from endstate.core import stdio
 from endstate.core.errors import EXIT_CODES_HELP, ExitCode
 
 DOMAINS_ENV = "ENDSTATE_DOMAINS"
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EPIPE, errno.EIO, errno.EFBIG}
 
 
 def run(cli: click.Command) -> Callable[[], None]:
@@ -32,7 +34,8 @@ def run(cli: click.Command) -> Callable[[], None]:
         except OSError as e:  # a full disk, a vanished folder: not a bug, nothing to rerun with -v
             if verbose:
                 raise
-            click.echo(f"I/O error: {e}", err=True)
+            where = e.filename or ("writing to stdout" if e.errno in _OUTPUT_ERRNOS else None)
+            click.echo(f"I/O error{f' ({where})' if where else ''}: {e.strerror or e}", err=True)
             sys.exit(ExitCode.IO)
         except Exception as e:  # a bug, not a user error: those are ClickExceptions
             if verbose:

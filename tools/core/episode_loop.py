@@ -4,32 +4,38 @@ The loop: the agent acts; its tool calls run in the sandbox and the results go b
 without tool calls goes to the user, whose reply goes back to the agent. It ends when the user
 stops (`user_stop`), the agent says nothing (`agent_done`), `max_turns` agent calls are spent, or
 the next prompt would overflow the context (`context_overflow`). Every ending is graded on the
-state it left. Endpoint failures after bounded retries make the episode a `system_error`.
+state it left. Endpoint failures after bounded retries, answers that break the OpenAI contract and
+internal errors make the episode a `system_error` (error.kind says which) and the run goes on.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from endstate.core.agents import (
-    AgentBackend,
+from endstate.core.agents import AgentBackend, Turn
+from endstate.core.domain import Domain
+from endstate.core.endpoints import (
     ContextOverflow,
     EndpointFailure,
     Endpoints,
-    Turn,
+    chat_message,
     usage_of,
 )
-from endstate.core.domain import Domain
 from endstate.core.episode_record import (
     assistant_message,
+    call_id,
     episode_id,
     new_episode,
     tool_result_message,
 )
+from endstate.core.errors import EndstateError
 from endstate.core.sandbox import Sandbox
+
+log = logging.getLogger("endstate")
 
 STOP = "###STOP###"  # the simulated user's way of ending the conversation
 DEFAULT_MAX_TURNS = 30
@@ -86,8 +92,7 @@ class LLMUser:
             "seed": self.seed})
         for k, v in usage_of(response).items():
             self.usage[k] += v
-        choices = response.get("choices") or [{}]
-        text = ((choices[0].get("message") or {}).get("content") or "").strip()
+        text = (chat_message(response).get("content") or "").strip()
         return STOP if STOP in text or not text else text
 
 
@@ -112,8 +117,18 @@ def _assistant(turn: Turn, n: int) -> dict[str, Any]:
         extra["raw"] = turn.raw
     if p.parse_error:
         extra["parse_error"] = p.parse_error
-    calls = [(f"call_{n}_{i}", c.name, c.arguments) for i, c in enumerate(p.tool_calls)]
+    calls = [(call_id(n, i), c.name, c.arguments) for i, c in enumerate(p.tool_calls)]
     return assistant_message(p.content or None, calls, **extra)
+
+
+def _system_error(e: Exception, spec: EpisodeSpec) -> dict[str, Any]:
+    """The `error` of an episode that `e` ended: an endpoint failure's kind, else `internal` (with
+    the traceback on stderr)."""
+    if isinstance(e, EndpointFailure):
+        return {"kind": e.kind, "message": e.message, "attempts": e.attempts}
+    log.error("episode %s attempt %d: internal error (recorded as system_error)",
+              spec.task["id"], spec.attempt, exc_info=e)
+    return {"kind": "internal", "message": f"{type(e).__name__}: {e}"}
 
 
 @dataclass
@@ -171,9 +186,10 @@ async def run_episode(spec: EpisodeSpec, backend: AgentBackend,
         except ContextOverflow as e:
             termination = "context_overflow"
             messages.append({"role": "system", "content": f"[endstate] context overflow: {e}"})
-        except EndpointFailure as e:
-            status, termination = "system_error", None
-            error = {"kind": e.kind, "message": e.message, "attempts": e.attempts}
+        except EndstateError:  # a setup the user must fix (a 401, a domain bug): the run stops
+            raise
+        except Exception as e:  # endpoint failures; and a bug in endstate costs one episode, not the run
+            status, termination, error = "system_error", None, _system_error(e, spec)
         changes = sandbox.changes()
         seed_digest = sandbox.seed_digest
     usage = {"agent": agent_usage, "user": dict(user.usage)}

@@ -56,6 +56,12 @@ def assistant_message(content: str | None, calls: list[tuple[str, str, dict[str,
     return message
 
 
+def call_id(turn: int, i: int) -> str:
+    """The id of the i-th tool call of agent turn `turn` (both from 0), in transcripts and in what
+    a chat endpoint is shown."""
+    return f"call_{turn}_{i}"
+
+
 def tool_result_message(call_id: str, name: str, content: str) -> Record:
     """The observation answering one tool call."""
     return {"role": "tool", "tool_call_id": call_id, "name": name, "content": content}

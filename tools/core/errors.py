@@ -39,6 +39,11 @@ class EndstateError(click.ClickException):
         click.echo(self.format_message(), err=True, file=file or sys.stderr)
 
 
+class ConfigurationError(EndstateError):
+    """A setup that cannot work (an endpoint answering 401 or 404): the run stops, whichever
+    record it was on."""
+
+
 class InputError(EndstateError):
     """A bad input record: the message starts with FILE:LINE."""
 

@@ -3,6 +3,8 @@ read-only, run every check. Reward is 1 exactly when all checks pass."""
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,8 +17,10 @@ from endstate.core.episode_record import graded_episode
 from endstate.core.errors import EndstateError
 from endstate.core.judge import Judge, JudgeError
 from endstate.core.records import Loc, SkipLog
-from endstate.core.sandbox import Changes, Sandbox
+from endstate.core.sandbox import Changes, Sandbox, StepBudget
 from endstate.core.tasks import read_tasks
+
+log = logging.getLogger("endstate")
 
 
 class TaskIndex:
@@ -50,6 +54,7 @@ def builtin_task_files(domains: Domains) -> list[str]:
 class Grader:
     domains: Domains
     judge: Judge | None = None
+    check_steps: int = StepBudget.STEPS  # SQLite steps each check may take (core.sandbox)
     _gold: dict[str, Changes] = field(default_factory=dict)
 
     def gold_changes(self, task: dict[str, Any]) -> Changes:
@@ -69,7 +74,9 @@ class Grader:
         domain = self.domains[task["domain"]]
         sandbox = Sandbox(domain, task.get("init"))
         sandbox.apply_changes(changes)
-        with sandbox, sandbox.read_only() as conn:
+        budget = StepBudget(self.check_steps)
+        private = any(c["kind"] == "python" for c in task["checks"])  # nothing survives its code
+        with sandbox, sandbox.read_only(budget, private) as conn:
             ctx = Context(domain, task, conn, changes, messages,
                           lambda: self.gold_changes(task), self.judge)
             order = sorted(range(len(task["checks"])), key=lambda i: task["checks"][i]["kind"] == "judge")
@@ -84,10 +91,16 @@ class Grader:
                         "not asked: no judge configured" if self.judge is None
                         else "not asked: another check already failed")}
                     continue
+                budget.reset()
                 try:
                     passed, detail = KINDS[check["kind"]](check, ctx)
-                except TaskError as e:
-                    raise TaskError(f"task {task['id']} check {cid}: {e.message}") from None
+                    if not conn.in_transaction:
+                        raise TaskError("the check ended the grading transaction; checks only read")
+                except (TaskError, sqlite3.Error) as e:
+                    why = (f"ran past {budget.steps:,} SQLite steps (a query that never ends?)"
+                           if budget.exceeded else e.message if isinstance(e, TaskError)
+                           else f"database error: {e}")
+                    raise TaskError(f"task {task['id']} check {cid}: {why}") from None
                 results[i] = {"id": cid, "kind": check["kind"], "passed": passed, "detail": detail}
         return results
 
@@ -97,6 +110,10 @@ class Grader:
         grader = {"version": __version__, "judge_model": self.judge.model if self.judge else None}
         if episode["status"] == "system_error":
             return graded_episode(episode, grader, None, [])
+        if episode["domain"] != task["domain"]:
+            raise EndstateError(f"episode {episode['episode_id']} ran in domain {episode['domain']!r} "
+                                f"but task {task['id']} is in {task['domain']!r}: pass the --tasks "
+                                "file the episode was run from")
         domain = self.domains[task["domain"]]
         if episode["seed_digest"] != domain.seed()[1]:
             raise EndstateError(f"episode {episode['episode_id']} was recorded on seed "
@@ -108,6 +125,10 @@ class Grader:
         except JudgeError as e:
             return graded_episode(episode, grader, None, [], status="system_error",
                                   error={"kind": "judge", "message": str(e)})
+        except TaskError as e:  # a defect of the task, not the agent's doing: never a 0
+            log.warning("%s: recorded as system_error (kind task)", e.message)
+            return graded_episode(episode, grader, None, [], status="system_error",
+                                  error={"kind": "task", "message": e.message})
         if not self.judge:
             return graded_episode(episode, grader, reward(results), results)
         judge_usage = {k: self.judge.usage[k] - before[k] for k in before}

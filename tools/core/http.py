@@ -20,6 +20,20 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from endstate.core.errors import ConfigurationError
+
+
+def http_failure_kind(status: int) -> str | None:
+    """How an HTTP error status is named in `error.kind` when retrying may help, else None: the
+    request or its configuration is wrong (URL, key, model name), and the run stops with the
+    endpoint's words. One rule for every endpoint: agent, simulated user and judge."""
+    return ("rate_limit" if status == 429 else "timeout" if status == 408
+            else "http_5xx" if status >= 500 else None)
+
+
+def configuration_error(what: str) -> ConfigurationError:
+    return ConfigurationError(f"{what} (not retried: fix the URL, key, model name or request)")
+
 
 class ServerDisconnected(ConnectionError):
     """The connection closed before the whole answer arrived."""

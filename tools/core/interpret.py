@@ -4,7 +4,9 @@ Renders tool specs into the system prompt (for chat templates that ignore `tools
 SmolLM2's), parses hermes-style `<tool_call>{json}</tool_call>` and Qwen3 XML
 `<tool_call><function=NAME><parameter=P>value</parameter></function></tool_call>` calls and
 `<think>` reasoning, and coerces string arguments to the tool schema's types. `parse` never raises:
-output it cannot read becomes a plain text turn with `parse_error` set.
+output it cannot read becomes a plain text turn with `parse_error` set, and one unreadable call
+costs only itself (the fuzz tests call `_parse`, without parse's last-resort catch, so an internal
+exception fails them).
 """
 
 from __future__ import annotations
@@ -157,7 +159,7 @@ def coerce(value: Any, schema: Mapping[str, Any]) -> Any:
     text = value.strip()
     if "null" in kinds and text.lower() in ("null", "none"):
         return None
-    if "integer" in kinds and re.fullmatch(r"-?\d+", text):
+    if "integer" in kinds and re.fullmatch(r"-?\d{1,18}", text):  # int64 at most: a record holds it
         return int(text)
     if "number" in kinds and re.fullmatch(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text):
         return float(text)
@@ -192,12 +194,13 @@ def _parse(text: str, parameters: Mapping[str, Mapping[str, Any]]) -> Parsed:
     visible, reasoning = split_reasoning(text)
     calls, errors = [], []
     for body in _TOOL_CALL.findall(visible):
-        try:
+        try:  # per call: whatever one call does to the reader costs that call alone
             call = _decode_xml_call(body) if "<function=" in body else _decode_json_call(body)
-        except (ValueError, TypeError) as e:
-            errors.append(f"unreadable tool call {body.strip()[:80]!r}: {e}")
+            call.arguments = coerce_arguments(call.arguments, parameters.get(call.name))
+            orjson.dumps(call.arguments)  # recordable: no integer past 64 bits, no lone surrogate
+        except (ValueError, TypeError, RecursionError, orjson.JSONEncodeError) as e:
+            errors.append(f"unreadable tool call {body.strip()[:80]!r}: {type(e).__name__}: {e}"[:300])
             continue
-        call.arguments = coerce_arguments(call.arguments, parameters.get(call.name))
         calls.append(call)
     if errors and not calls:
         return Parsed(content=visible.strip(), reasoning=reasoning, parse_error="; ".join(errors))

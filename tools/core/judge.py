@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from endstate.core.domain import cache_dir
+from endstate.core.http import configuration_error, http_failure_kind
 
 SYSTEM = ("You grade a transcript between a customer-service agent and a user. Answer the question "
           "about the transcript with exactly one word: YES or NO.")
@@ -99,10 +100,17 @@ class Judge:
                     model=self.model, temperature=0, max_tokens=8, seed=self.seed,
                     messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}])
             except Exception as e:  # openai raises its own hierarchy for timeouts, 5xx, resets
+                status = getattr(e, "status_code", None)
+                if isinstance(status, int) and http_failure_kind(status) is None:
+                    raise configuration_error(f"judge endpoint {self.base_url} ({self.model}): "
+                                              f"HTTP {status}: {e}") from e
                 raise JudgeError(f"judge endpoint failed: {type(e).__name__}: {e}") from e
-            if response.usage:
-                self.usage["prompt_tokens"] += response.usage.prompt_tokens
-                self.usage["completion_tokens"] += response.usage.completion_tokens
+            for field_name in ("prompt_tokens", "completion_tokens"):
+                count = getattr(response.usage, field_name, None) or 0
+                if type(count) is not int or count < 0:
+                    raise JudgeError(f"judge endpoint answered usage.{field_name} = {count!r}, "
+                                     "not a token count")
+                self.usage[field_name] += count
             answer = response.choices[0].message.content if response.choices else None
             verdict = parse_verdict(answer)
             if verdict is not None:

@@ -17,7 +17,7 @@ import msgspec
 import orjson
 
 from endstate.core import schemas, stdio
-from endstate.core.errors import FileError, InputError
+from endstate.core.errors import EndstateError, ExitCode, FileError, InputError
 
 
 class Loc(NamedTuple):
@@ -345,12 +345,26 @@ def dumps(record: Any) -> bytes:
     return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY)
 
 
-def write_jsonl(records: Iterable[Any], out: IO[bytes] | None = None) -> int:
-    """Write one complete line per record, flushed as it goes so a killed run leaves valid JSONL."""
+def checked_line(kind: str, record: dict[str, Any]) -> bytes:
+    """`record` as a JSONL line, checked against schemas/KIND.schema.json first (the Struct fast path
+    where the kind has one): a tool never writes a record its own readers would reject."""
+    line = dumps(record)
+    if not schemas.fast_check(kind)(line):
+        problem = schemas.problem(kind, record)
+        if problem:
+            name = record.get("episode_id") or record.get("task_id") or record.get("id") or "?"
+            raise EndstateError(f"internal error: refusing to write {kind} {name}, which would not "
+                                f"read back: {problem}. Please report it.", ExitCode.INTERNAL)
+    return line
+
+
+def write_jsonl(records: Iterable[Any], out: IO[bytes] | None = None, kind: str | None = None) -> int:
+    """Write one complete line per record, flushed as it goes so a killed run leaves valid JSONL;
+    with `kind`, each is checked against that schema first (checked_line)."""
     out = out or stdio.records_out()
     n = 0
     for record in records:
-        out.write(dumps(record))
+        out.write(checked_line(kind, record) if kind else dumps(record))
         out.flush()
         n += 1
     return n

@@ -50,8 +50,8 @@ def run_options(fn):
         click.option("--procs", type=click.IntRange(1), default=1, show_default=True, envvar="ENDSTATE_PROCS",
                      help="Processes sharing the -j episodes, each its own event loop (chat and "
                           "completions backends; for hundreds of episodes in flight on a multi-core host)."),
-        click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds per model call."),
-        click.option("--retries", type=int, default=4, show_default=True,
+        click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True, help="Seconds per model call."),
+        click.option("--retries", type=click.IntRange(min=1), default=4, show_default=True,
                      help="Calls per request in all, with exponential backoff, before system_error."),
         click.option("--user", "user_kind", type=click.Choice(["scripted", "llm"]), default="scripted",
                      show_default=True, help="Simulated user: the task's script, or an LLM."),

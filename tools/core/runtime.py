@@ -15,18 +15,11 @@ import msgspec
 import orjson
 
 from endstate.core import stdio
-from endstate.core.agents import (
-    AgentBackend,
-    ChatBackend,
-    Endpoints,
-    RetryPolicy,
-    TokenBackend,
-    close_endpoints,
-    completions_sampler,
-)
+from endstate.core.agents import AgentBackend, ChatBackend, TokenBackend, completions_sampler
 from endstate.core.domain import Domains
+from endstate.core.endpoints import Endpoints, RetryPolicy, close_endpoints
 from endstate.core.episode_loop import EpisodeSpec, LLMUser, ScriptedUser, run_episode
-from endstate.core.errors import EndstateError
+from endstate.core.errors import EndstateError, ExitCode
 from endstate.core.interpret import INTERPRETER_VERSION
 from endstate.core.local_model import EMBEDDED, LocalGenerator, Sampling, load, resolve_model
 from endstate.core.progress import Progress, episode_counts, episode_tokens
@@ -104,7 +97,8 @@ def _completions_backend(cfg: RunConfig, model_and_tokenizer=None) -> AgentBacke
 
     endpoints = _endpoints(cfg)
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.tokenizer or EMBEDDED))
-    sample = completions_sampler(endpoints, cfg.model, cfg.sampling, cfg.seed, tokenizer.eos_token_id)
+    sample = completions_sampler(endpoints, cfg.model, cfg.sampling, cfg.seed, tokenizer.eos_token_id,
+                                 len(tokenizer))
     return TokenBackend(ChatTemplate(tokenizer), sample, cfg.sampling, cfg.max_context,
                         cfg.few_shot, cfg.prefill, cfg.tools_in_prompt)
 
@@ -207,13 +201,24 @@ def run_episodes(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains,
     episode finishes, so outputs are written by one process one line at a time. Progress and a
     summary line go to stderr (core.progress) unless `quiet`."""
     progress = Progress(len(keys), what, quiet=quiet, counts=counts)
+    internal: list[str] = []
+
+    def written(task: dict[str, Any], episode: dict[str, Any]):
+        if (episode.get("error") or {}).get("kind") == "internal":
+            internal.append(episode["episode_id"])
+        return on_episode(task, episode)
+
     try:
         if cfg.procs <= 1 or len(keys) <= 1:
-            asyncio.run(run_all(keys, cfg, domains, backend, on_episode, progress))
+            asyncio.run(run_all(keys, cfg, domains, backend, written, progress))
         else:
-            _run_forked(keys, cfg, domains, backend, on_episode, progress)
+            _run_forked(keys, cfg, domains, backend, written, progress)
     finally:
         progress.close()
+    if internal:
+        raise EndstateError(f"{len(internal)} episode(s) hit an internal error, e.g. {internal[0]}: "
+                            "they are written as system_error (kind internal), the traceback is above; "
+                            "please report it. The other episodes are complete.", ExitCode.INTERNAL)
 
 
 def _run_forked(keys, cfg, domains, backend, on_episode: OnEpisode, progress: Progress) -> None:

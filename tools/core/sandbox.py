@@ -62,8 +62,8 @@ def _tools_authorizer(action, arg1, arg2, dbname, trigger):
         return sqlite3.SQLITE_OK
     if action in _ALWAYS_DENIED:
         return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_PRAGMA:
-        return sqlite3.SQLITE_OK if arg1 == "query_only" else sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_PRAGMA:  # a pragma outlives the episode on a shared connection
+        return sqlite3.SQLITE_DENY
     if action == sqlite3.SQLITE_TRANSACTION and arg1 == "COMMIT":
         return sqlite3.SQLITE_DENY  # nothing commits on a seed connection: it is shared
     if action == sqlite3.SQLITE_FUNCTION and arg2 == "load_extension":
@@ -117,16 +117,7 @@ def _acquire(domain: Domain, purpose: str) -> sqlite3.Connection:
     switches its connection's authorizer, which expires every prepared statement, so tool calls
     use other connections and keep their statement caches."""
     idle = domain.seed_connections.setdefault((os.getpid(), purpose), [])
-    if idle:
-        conn = idle.pop()
-    else:
-        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        seed_bytes, _ = domain.seed()
-        conn.deserialize(seed_bytes)
-        # OR REPLACE deletes the row it replaces; only with recursive triggers does that delete
-        # reach the change log.
-        conn.execute("PRAGMA recursive_triggers = ON")
-        conn.set_authorizer(_tools_authorizer)
+    conn = idle.pop() if idle else _new_connection(domain)
     conn.execute("BEGIN")
     return conn
 
@@ -139,6 +130,57 @@ def _release(domain: Domain, purpose: str, conn: sqlite3.Connection) -> None:
                             "tools must not control transactions")
     conn.execute("ROLLBACK")
     domain.seed_connections.setdefault((os.getpid(), purpose), []).append(conn)
+
+
+def _new_connection(domain: Domain) -> sqlite3.Connection:
+    conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    seed_bytes, _ = domain.seed()
+    conn.deserialize(seed_bytes)
+    # OR REPLACE deletes the row it replaces; only with recursive triggers does that delete
+    # reach the change log.
+    conn.execute("PRAGMA recursive_triggers = ON")
+    conn.set_authorizer(_tools_authorizer)
+    return conn
+
+
+class StepBudget:
+    """At most `steps` SQLite VM steps between resets: a deterministic bound on a check, the same
+    on every machine (a time limit would grade the same episode differently under load). Past it,
+    the running statement is interrupted (sqlite3.OperationalError) and `exceeded` is set."""
+
+    EVERY = 10_000  # steps between calls of the handler
+    STEPS = 200_000_000  # ~3 s of SQLite: far past any sound check
+
+    def __init__(self, steps: int = STEPS):
+        self.steps, self.ticks = steps, 0
+
+    def reset(self) -> None:
+        self.ticks = 0
+
+    @property
+    def exceeded(self) -> bool:
+        return self.ticks * self.EVERY > self.steps
+
+    def __call__(self) -> int:
+        self.ticks += 1
+        return self.exceeded  # nonzero interrupts the statement
+
+
+@contextmanager
+def _locked(conn: sqlite3.Connection, budget: StepBudget | None) -> Iterator[sqlite3.Connection]:
+    """`conn` read-only (and under `budget`) for the length of the block, unlocked after."""
+    conn.set_authorizer(None)  # the tools' authorizer denies every pragma
+    conn.execute("PRAGMA query_only = 1")
+    conn.set_authorizer(_read_only_authorizer)
+    if budget:
+        conn.set_progress_handler(budget, StepBudget.EVERY)
+    try:
+        yield conn
+    finally:
+        conn.set_progress_handler(None, 0)
+        conn.set_authorizer(None)
+        conn.execute("PRAGMA query_only = 0")
+        conn.set_authorizer(_tools_authorizer)
 
 
 def init_state(domain: Domain, init: Mapping[str, list[Row]] | None) -> InitState:
@@ -266,16 +308,24 @@ class Sandbox:
             self._read_diff(conn)
 
     @contextmanager
-    def read_only(self) -> Iterator[sqlite3.Connection]:
-        """The state locked for grading: SELECT only, no ATTACH, no extensions."""
-        with self._state("grade") as conn:
-            conn.execute("PRAGMA query_only = 1")
-            conn.set_authorizer(_read_only_authorizer)
-            try:
+    def read_only(self, budget: StepBudget | None = None,
+                  private: bool = False) -> Iterator[sqlite3.Connection]:
+        """The state locked for grading: SELECT only, no ATTACH, no extensions, at most `budget`
+        steps. `private`: on a connection of its own, closed after the block, for code (python
+        checks) that could change a connection beyond what a rollback undoes."""
+        if not private:
+            with self._state("grade") as conn, _locked(conn, budget):
                 yield conn
-            finally:
-                conn.set_authorizer(_tools_authorizer)
-                conn.execute("PRAGMA query_only = 0")
+            return
+        conn = _new_connection(self.domain)
+        try:
+            conn.execute("BEGIN")
+            for sql, rows in self._replay:
+                conn.executemany(sql, rows)
+            with _locked(conn, budget):
+                yield conn
+        finally:
+            conn.close()
 
     def close(self) -> None:
         """Give back a pinned connection; an unpinned sandbox holds nothing."""

@@ -42,7 +42,14 @@ HELP = {
                    "[default: signatures for the embedded model on the local backend, else json].",
     "device": "local backend: cpu, cuda, cuda:1...",
 }
-KINDS: dict[str, Any] = {"tool_format": click.Choice(TOOL_FORMATS)}  # click types beyond the field's
+# click types beyond the field's: choices, and the range of every number (a usage error naming the
+# flag, never a hang at -j 0 or a silent default at --max-turns 0)
+KINDS: dict[str, Any] = {
+    "tool_format": click.Choice(TOOL_FORMATS),
+    "temperature": click.FloatRange(min=0), "top_p": click.FloatRange(0, 1, min_open=True),
+    "max_new_tokens": click.IntRange(min=1), "max_context": click.IntRange(min=1),
+    "max_turns": click.IntRange(min=1), "jobs": click.IntRange(min=1),
+}
 SHORT = {"jobs": "-j"}
 TYPES = {"int": int, "float": float, "str": str, "int | None": int, "str | None": str}
 

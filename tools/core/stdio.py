@@ -51,5 +51,5 @@ def flush() -> None:
 def _flush_at_exit() -> None:
     try:
         _records.flush()
-    except (BrokenPipeError, ValueError):  # the reader went away (`| head`), or already closed
+    except (OSError, ValueError):  # the reader went away (`| head`), a full disk (reported), closed
         pass

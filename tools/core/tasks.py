@@ -3,14 +3,16 @@ keys an earlier output already holds (--resume), and the plan of what is left.""
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
 import orjson
 
+from endstate.core.domain import Domains
 from endstate.core.errors import EndstateError
 from endstate.core.records import Loc, SkipLog, fail, read_jsonl
 
@@ -31,10 +33,15 @@ def shard_of(tasks: list[dict[str, Any]], shard: tuple[int, int]) -> list[dict[s
     return [t for k, t in enumerate(tasks) if k % n == i]
 
 
-def done_keys(path: str | None) -> set[tuple[str, int]]:
+def done_keys(path: str | None, out: IO[bytes] | None = None) -> set[tuple[str, int]]:
     """(task_id, attempt) keys with a clean record in a resume file (attempt or episode records).
     Keys that only have system errors are not done: resuming re-runs them, and the clean record
-    supersedes the error (bucket and evalstats count clean records)."""
+    supersedes the error (bucket and evalstats count clean records).
+
+    A last line without its newline (a run killed mid-write) is repaired when `out`, where this
+    run writes, appends to the same file (`--resume F >> F`, the documented recipe): a cut record
+    is removed (its key is not done, so it runs again) and a whole one gets its newline, so the
+    next record cannot be glued onto it."""
     if not path or not os.path.exists(path):
         return set()
     keys = set()
@@ -48,13 +55,33 @@ def done_keys(path: str | None) -> set[tuple[str, int]]:
             record = orjson.loads(raw)
             if record.get("status") != "system_error":
                 keys.add((record["task_id"], record["attempt"]))
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             if n == len(lines):  # killed mid-write: the last line is cut off, and not counted
                 click.echo(f"{path}:{n}: ignoring a partial last line", err=True)
                 continue
             raise EndstateError(f"{path}:{n}: not a record with task_id and attempt; "
                                 "--resume takes this tool's own output") from None
+    if lines[-1].strip() and out is not None and _same_file(out, path):
+        if _is_record(lines[-1]):
+            out.write(b"\n")
+            out.flush()
+        else:
+            repair_tail(path)
     return keys
+
+
+def _is_record(raw: bytes) -> bool:
+    try:
+        return isinstance(orjson.loads(raw), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _same_file(out: IO[bytes], path: str) -> bool:
+    try:
+        return os.path.samestat(os.fstat(out.fileno()), os.stat(path))
+    except (OSError, ValueError, io.UnsupportedOperation):  # not a file descriptor (CliRunner)
+        return False
 
 
 def repair_tail(path: str) -> None:
@@ -86,6 +113,36 @@ def read_tasks(paths: Iterable[str], skip: SkipLog | None) -> Iterator[tuple[Loc
 
 def load_tasks(paths: Iterable[str], skip: SkipLog | None) -> list[dict[str, Any]]:
     return [task for _, task in read_tasks(paths, skip)]
+
+
+def runnable_tasks(paths: Iterable[str], domains: Domains, skip: SkipLog | None,
+                   judge: bool | None = None) -> list[dict[str, Any]]:
+    """The tasks of `paths`, each checked before any episode runs: its domain is known, the tools
+    it allows exist there, and, when episodes are graded here (`judge` is whether a judge is
+    configured), a judge check has a judge. A task that fails is FILE:LINE: an input error, or
+    left out under --skip-invalid."""
+    tasks = []
+    for loc, task in read_tasks(paths, skip):
+        problem = _unrunnable(task, domains, judge)
+        if problem:
+            fail(loc, f"task {task['id']}: {problem}", skip)
+            continue
+        tasks.append(task)
+    return tasks
+
+
+def _unrunnable(task: dict[str, Any], domains: Domains, judge: bool | None) -> str | None:
+    try:
+        domain = domains[task["domain"]]
+    except EndstateError as e:
+        return e.message
+    unknown = sorted(set(task.get("tools") or ()) - set(domain.tools))
+    if unknown:
+        return f"allows unknown tool(s) {unknown}; domain {domain.name} has {', '.join(domain.tools)}"
+    if judge is False and any(c["kind"] == "judge" for c in task["checks"]):
+        return ("has a judge check: pass --judge-model and --judge-base-url (or set "
+                "ENDSTATE_JUDGE_MODEL and ENDSTATE_JUDGE_BASE_URL)")
+    return None
 
 
 def episodes_path_writer(path: str | None):

@@ -9,7 +9,7 @@ import click
 from endstate.core import stdio
 from endstate.core.cli import common_options, env_domain_dirs, judge_options, run, tool_group
 from endstate.core.domain import Domains
-from endstate.core.errors import EndstateError, ExitCode
+from endstate.core.errors import ConfigurationError, EndstateError, ExitCode
 from endstate.core.grader import Grader, TaskIndex, builtin_task_files
 from endstate.core.judge import Judge
 from endstate.core.progress import Progress, note
@@ -62,13 +62,15 @@ def score(episodes, task_files, domain_dirs, judge_model, judge_base_url, judge_
                 continue
             try:
                 result = grader.grade(episode, task)
+            except ConfigurationError:
+                raise
             except EndstateError as e:
                 fail(loc, e.message, skip)
                 continue
             counts[result["reward"]] += 1
             yield result
 
-    write_jsonl(graded())
+    write_jsonl(graded(), kind="graded_episode")
     if skip:
         skip.report()
     click.echo(f"graded {sum(counts.values())}: reward 1 ×{counts[1]}, 0 ×{counts[0]}, "
@@ -108,7 +110,7 @@ def validate(task_files, domain_dirs, judge_model, judge_base_url, judge_cache, 
             yield verdict
 
     try:
-        write_jsonl(verdicts())
+        write_jsonl(verdicts(), kind="verdict")
     finally:
         progress.close()
     if skip:

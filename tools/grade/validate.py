@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from endstate.core.episode import failed_calls, replay
-from endstate.core.errors import EndstateError
+from endstate.core.errors import ConfigurationError, EndstateError
 from endstate.core.grader import Grader, reward
 
 
@@ -50,6 +50,8 @@ def validate_task(grader: Grader, task: dict[str, Any]) -> dict[str, Any]:
         if verdict["uncovered_calls"]:
             problems += [f"no check notices when gold call #{c['index']} {c['tool']}"
                          f"({_args(c['args'])}) is left out" for c in verdict["uncovered_calls"]]
+    except ConfigurationError:
+        raise
     except EndstateError as e:
         problems.append(e.message)
     verdict["sound"] = not problems

@@ -9,16 +9,16 @@ from endstate.core.cli import common_options, env_domain_dirs, judge_options, ru
 from endstate.core.domain import Domains
 from endstate.core.grader import Grader
 from endstate.core.judge import Judge
-from endstate.core.records import SkipLog, dumps
+from endstate.core.records import SkipLog, checked_line
 from endstate.core.run_options import run_options
 from endstate.core.runtime import ATTEMPT_COUNTS, attempt_record, build_backend, run_episodes
 from endstate.core.stdio import records_out
-from endstate.core.tasks import done_keys, episodes_path_writer, load_tasks, plan, shard_of
+from endstate.core.tasks import done_keys, episodes_path_writer, plan, runnable_tasks, shard_of
 
 
 @tool_command
 @click.argument("task_files", nargs=-1, type=click.Path(allow_dash=True))
-@click.option("-n", "--repeats", type=int, default=4, show_default=True, help="Attempts per task.")
+@click.option("-n", "--repeats", type=click.IntRange(min=1), default=4, show_default=True, help="Attempts per task.")
 @click.option("--episodes", "episodes_file", type=click.Path(dir_okay=False),
               help="Also append the graded episodes to this file.")
 @click.option("--resume", type=click.Path(dir_okay=False),
@@ -42,9 +42,9 @@ def cli(task_files, repeats, episodes_file, resume, cfg, shard, judge_model, jud
     skip = SkipLog() if skip_invalid else None
     domains = Domains([*domain_dirs, *env_domain_dirs()])
     grader = Grader(domains, Judge.from_options(judge_model, judge_base_url, judge_cache))
-    tasks = shard_of(load_tasks(task_files, skip), shard)
-    done = done_keys(resume)
+    tasks = shard_of(runnable_tasks(task_files, domains, skip, judge=grader.judge is not None), shard)
     out = records_out()
+    done = done_keys(resume, out)
     episodes_out = episodes_path_writer(episodes_file)
     if episodes_out and resume:
         # Killed between the two writes: the graded episode is there, its attempt is not.
@@ -52,7 +52,7 @@ def cli(task_files, repeats, episodes_file, resume, cfg, shard, judge_model, jud
             graded = orjson.loads(raw)
             key = (graded["task_id"], graded["attempt"])
             if graded["status"] == "ok" and key not in done and any(t["id"] == key[0] for t in tasks):
-                out.write(dumps(attempt_record(graded)))
+                out.write(checked_line("attempt", attempt_record(graded)))
                 done.add(key)
         out.flush()
     keys = plan(tasks, repeats, done)
@@ -61,9 +61,9 @@ def cli(task_files, repeats, episodes_file, resume, cfg, shard, judge_model, jud
     def write(task, episode):
         graded = grader.grade(episode, task)
         if episodes_out:
-            episodes_out.write(dumps(graded))
+            episodes_out.write(checked_line("graded_episode", graded))
             episodes_out.flush()
-        out.write(dumps(attempt_record(graded)))
+        out.write(checked_line("attempt", attempt_record(graded)))
         out.flush()
         return graded
 

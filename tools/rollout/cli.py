@@ -12,10 +12,10 @@ from endstate.core.cli import common_options, env_domain_dirs, run, tool_group
 from endstate.core.domain import Domains
 from endstate.core.errors import ExitCode
 from endstate.core.interpret import parse
-from endstate.core.records import SkipLog, dumps, read_jsonl
+from endstate.core.records import SkipLog, checked_line, read_jsonl
 from endstate.core.run_options import run_options
 from endstate.core.runtime import build_backend, run_episodes
-from endstate.core.tasks import done_keys, load_tasks, plan, shard_of
+from endstate.core.tasks import done_keys, plan, runnable_tasks, shard_of
 
 
 @tool_group(default="run")
@@ -30,7 +30,7 @@ def cli():
 
 @cli.command("run")
 @click.argument("task_files", nargs=-1, type=click.Path(allow_dash=True))
-@click.option("-n", "--repeats", type=int, default=1, show_default=True, help="Attempts per task.")
+@click.option("-n", "--repeats", type=click.IntRange(min=1), default=1, show_default=True, help="Attempts per task.")
 @click.option("--resume", type=click.Path(dir_okay=False),
               help="Skip (task_id, attempt) keys already in this episodes file.")
 @run_options
@@ -48,13 +48,13 @@ def run_cmd(task_files, repeats, resume, cfg, shard, domain_dirs, skip_invalid, 
     """
     skip = SkipLog() if skip_invalid else None
     domains = Domains([*domain_dirs, *env_domain_dirs()])
-    tasks = shard_of(load_tasks(task_files, skip), shard)
-    keys = plan(tasks, repeats, done_keys(resume))
-    backend = build_backend(cfg)
+    tasks = shard_of(runnable_tasks(task_files, domains, skip), shard)
     out = stdio.records_out()
+    keys = plan(tasks, repeats, done_keys(resume, out))
+    backend = build_backend(cfg)
 
     def write(task, episode):
-        out.write(dumps(episode))
+        out.write(checked_line("episode", episode))
         out.flush()
 
     run_episodes(keys, cfg, domains, backend, write, quiet=quiet)
@@ -127,7 +127,7 @@ def serve_mcp(task_file, task_id, out_file, attempt, domain_dirs, skip_invalid):
 
     domains = Domains([*domain_dirs, *env_domain_dirs()])
     skip = SkipLog() if skip_invalid else None
-    tasks = load_tasks([task_file], skip)
+    tasks = runnable_tasks([task_file], domains, skip)
     if skip:
         skip.report()
     if task_id is None and len(tasks) != 1:
