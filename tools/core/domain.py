@@ -11,9 +11,9 @@ import hashlib
 import importlib.util
 import os
 import random
-from collections import OrderedDict
 import sqlite3
 import tempfile
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property

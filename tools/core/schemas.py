@@ -101,7 +101,106 @@ class Attempt(msgspec.Struct, gc=False, kw_only=True):
             raise ValueError("reward must be null exactly when status is system_error")
 
 
-_STRUCTS: dict[str, type[msgspec.Struct]] = {"attempt": Attempt}
+# episode and graded_episode: what every writer checks before it writes (records.checked_line), in
+# ~30 µs instead of jsonschema's ~600 µs. Unknown fields are ignored where the schema allows them.
+
+_Object = dict[str, Any]
+_Key = Annotated[_Object, msgspec.Meta(min_length=1)]
+
+
+class _Function(msgspec.Struct):
+    name: str
+    arguments: str
+
+
+class _ToolCall(msgspec.Struct):
+    id: str
+    function: _Function
+
+
+class _Message(msgspec.Struct):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[_ToolCall] = []
+    tool_call_id: str = ""
+    name: str = ""
+
+
+class _RowChange(msgspec.Struct, forbid_unknown_fields=True):
+    key: _Key
+    row: _Object
+
+
+class _Update(msgspec.Struct, forbid_unknown_fields=True):
+    key: _Key
+    before: _Object
+    after: _Object
+
+
+class _TableChanges(msgspec.Struct, forbid_unknown_fields=True):
+    inserted: list[_RowChange] = []
+    updated: list[_Update] = []
+    deleted: list[_RowChange] = []
+
+
+class _Policy(msgspec.Struct):
+    model: str = ""
+    backend: str = ""
+    sampling: _Object = {}
+
+
+class _Tokens(msgspec.Struct):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Episode(msgspec.Struct, kw_only=True):
+    """schemas/episode.schema.json, for checking (episode_record.Episode builds them)."""
+
+    episode_id: Annotated[str, msgspec.Meta(min_length=1)]
+    task_id: Annotated[str, msgspec.Meta(min_length=1)]
+    domain: str
+    attempt: _NonNegative = 0
+    policy: _Policy = msgspec.field(default_factory=_Policy)
+    status: Literal["ok", "system_error"]
+    error: AttemptError | None = None
+    termination: Literal["agent_done", "user_stop", "max_turns", "context_overflow", "replay", None] = None
+    messages: list[_Message]
+    turns: list[_Object] = []
+    changes: dict[str, _TableChanges]
+    seed_digest: Annotated[str, msgspec.Meta(pattern="^sha256:[0-9a-f]{64}$")]
+    usage: dict[str, _Tokens] = {}
+    cost_usd: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    timing: dict[str, float] = {}
+
+
+class _Check(msgspec.Struct):
+    id: str
+    kind: str
+    passed: bool | None
+    detail: str
+
+
+class _Grader(msgspec.Struct):
+    version: str
+    judge_model: str | None = None
+
+
+class GradedEpisode(Episode, kw_only=True):
+    """schemas/graded_episode.schema.json: an episode plus its reward, checks and grader."""
+
+    reward: Literal[0, 1] | None
+    checks: list[_Check]
+    grader: _Grader
+
+    def __post_init__(self) -> None:
+        if (self.reward is None) is (self.status == "ok"):
+            raise ValueError("reward must be null exactly when status is system_error")
+
+
+_STRUCTS: dict[str, type[msgspec.Struct]] = {
+    "attempt": Attempt, "episode": Episode, "graded_episode": GradedEpisode}
 
 
 @cache
