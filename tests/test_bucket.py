@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats
 
 from endstate.bucket import pool as P
 from endstate.bucket.cli import cli
@@ -106,7 +107,8 @@ def test_bands_validation():
 def test_assess_reasons_in_order_of_strength():
     counts = tally([*attempts("a", [1, 0, 0, 1, 0, 1, 0, 0], errors=2), *attempts("b", [1, 1]),
                     *attempts("c", [0] * 8), *attempts("d", [1, 0] * 4), *attempts("e", [1, 0] * 4)])
-    assert counts["a"] == P.TaskRuns(runs=8, successes=3, system_errors=2, domain="retail")
+    assert counts["a"] == P.TaskRuns(runs=8, successes=3, system_errors=2, domain="retail",
+                                     seen=0b11111111)  # clean attempts 0..7
     ref = tally([*attempts("a", [1]), *attempts("b", [1]), *attempts("c", [1]),
                  *attempts("d", [0, 0])])
     recs = {d["task_id"]: d for d in P.assess(counts, counts, P.Rules(), reference=ref,
@@ -274,14 +276,96 @@ def test_cli_holdout(files, tmp_path):
     assert lines(run(args).stdout) == train  # reproducible from the seed
 
 
+def p_keep(n, k, lo=0.08, hi=0.90):
+    """P(hard, medium or easy) under Beta(k + 1/2, n - k + 1/2), by scipy.stats."""
+    post = stats.beta(k + 0.5, n - k + 0.5)
+    return post.cdf(hi) - post.cdf(lo)
+
+
+def test_uncertain_selects_exactly_the_open_decisions():
+    """Issue #14.1: 0/4 (P(keep) 0.40) was not emitted and 4/8 (P(keep) 1.00) was; at n = 20,
+    k = 1, 2, 17, 19 (P(keep) 0.35-0.79) were not. Over the whole (n, k) grid the selection is
+    exactly 1 - P < P(kept bands) < P (scipy's Beta CDF as the reference)."""
+    rows = [r for n in range(1, 21) for k in range(n + 1)
+            for r in attempts(f"t{n:02d}-{k:02d}", [1] * k + [0] * (n - k))]
+    counts = tally(rows)
+    records = P.assess(counts, counts, P.Rules(min_clean_runs=1))
+    chosen = {d["task_id"] for d in P.uncertain(records, 0.6, P.Rules(min_clean_runs=1))}
+    expected = {f"t{n:02d}-{k:02d}" for n in range(1, 21) for k in range(n + 1)
+                if 0.4 < p_keep(n, k) < 0.6}
+    assert chosen == expected
+    for d in records:
+        assert d["p_keep"] == pytest.approx(p_keep(d["n"], d["k"]), abs=1e-12)
+    assert p_keep(8, 4) > 0.99 and "t08-04" not in chosen
+    wider = {d["task_id"] for d in P.uncertain(records, 0.8, P.Rules(min_clean_runs=1))}
+    assert p_keep(4, 0) == pytest.approx(0.40, abs=0.01) and "t04-00" in wider
+    assert {"t20-01", "t20-02", "t20-17", "t20-19"} <= wider and "t08-04" not in wider
+
+
+def test_credible_interval_is_the_exact_beta_quantiles():
+    counts = tally([*attempts("a", [1, 0, 0, 1, 0]), *attempts("b", [0] * 7)])
+    for d in P.assess(counts, counts, P.Rules(prior=(1.0, 1.0))):
+        post = stats.beta(d["alpha"], d["beta"])
+        assert d["credible95"] == pytest.approx([post.ppf(0.025), post.ppf(0.975)], rel=1e-10)
+        assert d["credible95"][0] < d["k"] / d["n"] + 1e-12 or d["k"] == 0
+
+
 def test_cli_uncertain_selects_unsettled_tasks(files):
     result = run(["--uncertain", "0.6", files["att"]])
-    out = {d["task_id"]: max(d["mass"].values()) for d in lines(result.stdout)}
+    out = {d["task_id"] for d in lines(result.stdout)}
     every = {d["task_id"]: d for d in lines(run(["--all", files["att"]]).stdout)}
-    expected = {t for t, d in every.items() if max(d["mass"].values()) < 0.6 or d["n"] < 4}
-    assert set(out) == expected and "new-1" in out and "dead-1" not in out
+    expected = {t for t, d in every.items() if 0.4 < d["p_keep"] < 0.6 or d["n"] < 4}
+    assert out == expected and "new-1" in out and "dead-1" not in out
     as_tasks = lines(run(["--uncertain", "0.6", "--tasks", files["tasks"], files["att"]]).stdout)
     assert {t["id"] for t in as_tasks} == expected | {"never-1"}
+    result = run(["--uncertain", "0.4", files["att"]])
+    assert result.exit_code == 2 and "0.5<x<1" in result.stderr
+
+
+def test_keep_if_decides_on_p_kept(files):
+    every = {d["task_id"]: d for d in lines(run(["--all", files["att"]]).stdout)}
+    kept = [d["task_id"] for d in lines(run(["--keep-if", "0.9", files["att"]]).stdout)]
+    assert kept == sorted(t for t, d in every.items() if d["p_keep"] >= 0.9 and d["n"] >= 4)
+    assert kept != [t for t, d in every.items() if d["keep"]]  # a different rule, visibly
+
+
+def test_unprobed_tasks_are_never_kept(files):
+    """Issue #14.9: n = 0 showed as `hard` and --min-clean-runs 0 kept it."""
+    every = {t["id"]: t["difficulty"] for t in lines(run(
+        ["--all", "--min-clean-runs", "0", "--keep", "too_hard,hard,medium,easy,too_easy",
+         "--tasks", files["tasks"], files["att"]]).stdout)}
+    never = every["never-1"]
+    assert (never["n"], never["band"], never["keep"], never["reason"]) == (
+        0, "unprobed", False, "insufficient_runs")
+    assert every["new-1"]["keep"] is True  # two clean runs are enough when asked for
+    result = run(["--report", "--tasks", files["tasks"], files["att"]])
+    assert "unprobed       1   16.7%       0" in result.stderr.splitlines()
+
+
+def test_holdout_rounds_half_up():
+    """Issue #14.10: 0.5 of 5 held out 2 (half to even), undocumented."""
+    assert P.held_out_count(0.5, 5) == 3 and P.held_out_count(0.5, 7) == 4
+    assert P.held_out_count(0.1, 25) == 3 and P.held_out_count(0.1, 24) == 2  # exact decimals
+    recs = [{"task_id": f"t{i}", "domain": "d", "band": "hard"} for i in range(5)]
+    assert len(P.holdout_split(recs, 0.5, seed=1)[1]) == 3
+
+
+def test_duplicate_keys(files, tmp_path):
+    """Issue #13.5: a key read twice was counted twice."""
+    dup = write(tmp_path / "d.jsonl", [*attempts("a", [1, 0]), *attempts("a", [1])])
+    result = run([dup])
+    assert result.exit_code == 4 and result.stdout == ""
+    assert result.stderr == (f"{dup}:3: duplicate attempt: task_id 'a' attempt 0 is already at "
+                             f"{dup}:1; each (task_id, attempt) must be one clean record; remove "
+                             "one, or pass --duplicates first|last to keep one\n")
+    first = run(["--all", "--min-clean-runs", "1", "--duplicates", "first", dup])
+    assert [(d["n"], d["k"]) for d in lines(first.stdout)] == [(2, 1)]
+    assert first.stderr.startswith("bucket: 1 duplicate clean record(s)")
+    ref = run(["--reference", dup, files["att"]])
+    assert ref.exit_code == 4 and f"{dup}:3: duplicate attempt" in ref.stderr
+    parts = [tally(attempts("a", [1, 0])), tally(attempts("a", [1]))]
+    assert P.merge(parts).repeated() == ["a"]
+    assert tally(attempts("b", [1, 0], errors=1)).repeated() == []
 
 
 def test_cli_report_and_plot(files, tmp_path):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 from itertools import combinations
 from pathlib import Path
 
 import msgspec
+import numpy as np
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -15,8 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from endstate.core.schemas import Attempt, problem
+from endstate.evalstats import estimands as S
 from endstate.evalstats import estimators as E
-from endstate.evalstats import metrics as M
+from endstate.evalstats import groups as G
+from endstate.evalstats import intervals as I
+from endstate.evalstats import tally as Tl
 from endstate.evalstats.cli import cli
 from endstate.evalstats.compare import compare
 
@@ -56,16 +61,118 @@ def test_estimator_edge_cases():
     assert E.pass_at_k(200, 3, 100) == pytest.approx(1 - math.comb(197, 100) / math.comb(200, 100))
 
 
-def test_standard_errors_by_hand():
-    assert E.se_over_tasks([0.75, 1.0, 0.25]) == pytest.approx(math.sqrt(0.291666666 / 2 / 3))
-    assert E.se_over_tasks([0.5]) is None
-    se = E.se_clustered([0.75, 1.0, 0.25], ["r", "t", "t"])
-    assert se == pytest.approx(math.sqrt(2 * (1 / 12) ** 2) / 3)
-    assert E.se_clustered([0.1, 0.9], ["g", "g"]) is None
-    assert E.ci95(0.5, 0.1) == pytest.approx([0.5 - 0.196, 0.5 + 0.196], abs=1e-4)
-    assert E.ci95(0.95, 0.1) == [pytest.approx(0.754, abs=1e-3), 1.0]
-    assert E.prob_positive(0.25, 0.25 / math.sqrt(3)) == pytest.approx(0.958368, abs=1e-6)
-    assert E.prob_positive(0.0, 0.0) == 0.5 and E.prob_positive(-0.1, 0.0) == 0.0
+def test_special_functions_match_scipy():
+    from scipy import special as sp
+
+    from endstate.evalstats import special
+    grid = [0.5, 1.0, 2.5, 10.0, 400.0, 2e4]
+    for a, b in itertools.product(grid, grid):
+        for x in (1e-6, 0.01, 0.3, 0.5, 0.77, 0.999):
+            assert special.betainc(a, b, x) == pytest.approx(sp.betainc(a, b, x), rel=1e-9, abs=1e-12)
+        for q in (1e-9, 0.025, 0.5, 0.975):
+            assert special.betaincinv(a, b, q) == pytest.approx(sp.betaincinv(a, b, q), rel=1e-8)
+    for a, b in [(0.01, 5.0), (0.3, 0.2), (1e-3, 1e-3), (0.05, 2000.0)]:  # steep densities
+        for q in (0.025, 0.975):
+            assert special.betaincinv(a, b, q) == pytest.approx(sp.betaincinv(a, b, q), rel=1e-8,
+                                                                abs=1e-300)
+    for df in (1, 2, 3, 9, 29, 199, 1e5):
+        for q in (0.001, 0.025, 0.3, 0.975):
+            x = special.t_ppf(q, df)
+            assert x == pytest.approx(sp.stdtrit(df, q), rel=1e-9)
+            assert special.t_cdf(x, df) == pytest.approx(sp.stdtr(df, x), abs=1e-10)
+
+
+def reference(ns, cs, *, pooled=True, clusters=None, estimand="population"):
+    """The spec of docs/evalstats.md recomputed with numpy and scipy: (value, se, ci95)."""
+    from scipy import stats
+    ns, cs = np.asarray(ns, float), np.asarray(cs, float)
+    T, N, s = len(ns), ns.sum(), cs / ns
+    value = cs.sum() / N if pooled else s.mean()
+    e = (cs - value * ns) / (N / T) if pooled else s - value
+    p = (cs.sum() + 0.5) / (N + 1)
+    floor = p * (1 - p) / N if pooled else p * (1 - p) * np.mean(1 / ns) / T
+    if estimand == "benchmark":
+        w = ns / N if pooled else np.full(T, 1 / T)
+        V, df = float(np.sum(w ** 2 * s * (1 - s) / (ns - 1))), float(np.sum(ns - 1))
+    else:
+        labels = np.arange(T) if clusters is None else np.asarray(clusters)
+        sums = np.array([e[labels == g].sum() for g in np.unique(labels)])
+        G = len(sums)
+        V, df = G / (G - 1) * float(np.sum(sums ** 2)) / T ** 2, G - 1.0
+    V = max(V, floor / (df + 1))
+    t = stats.t.ppf(0.975, df)
+    trials = (value * (1 - value) / V if 0 < value < 1 else N)
+    trials = (min(trials, N) if estimand == "population" else trials) * (1.959963984540054 / t) ** 2
+    x = value * trials
+    lo = stats.beta.ppf(0.025, x, trials - x + 1) if x > 0 else 0.0
+    hi = stats.beta.ppf(0.975, x + 1, trials - x) if x < trials else 1.0
+    return value, math.sqrt(V), [lo, hi]
+
+
+@pytest.mark.parametrize("ns, cs, clusters", [
+    ([4, 4, 4], [3, 4, 1], None),
+    ([100, 2, 2, 2], [100, 0, 0, 0], None),  # the issue's pooled vs task-mean case
+    ([20] * 6, [0, 3, 9, 14, 20, 5], ["a", "a", "b", "b", "c", "c"]),
+    ([5, 9, 13, 2, 7], [1, 9, 0, 2, 3], [0, 1, 0, 1, 2]),
+])
+@pytest.mark.parametrize("pooled", [True, False])
+@pytest.mark.parametrize("estimand", ["population", "benchmark"])
+def test_estimands_match_an_independent_computation(ns, cs, clusters, pooled, estimand):
+    if estimand == "benchmark":
+        if clusters is not None or min(ns) < 2:
+            return
+    got = S.pass_at_1(ns, cs, pooled=pooled, estimand=estimand, clusters=clusters)
+    value, se, ci = reference(ns, cs, pooled=pooled, clusters=clusters, estimand=estimand)
+    assert got["value"] == pytest.approx(value, rel=1e-12)
+    assert got["se"] == pytest.approx(se, rel=1e-12)
+    assert got["ci95"] == pytest.approx(ci, rel=1e-7, abs=1e-12)
+    assert got["ci95"][0] <= got["value"] <= got["ci95"][1]
+
+
+def test_pooled_interval_is_the_pooled_estimates_own():
+    """Issue #14.5: A 100/100 and three tasks 0/2 gave pooled 0.943 with the task-mean interval
+    [0, 0.740], which excluded it. Each estimand now has its own interval around itself."""
+    pooled = S.pass_at_1([100, 2, 2, 2], [100, 0, 0, 0], pooled=True)
+    mean = S.pass_at_1([100, 2, 2, 2], [100, 0, 0, 0], pooled=False)
+    assert pooled["value"] == pytest.approx(100 / 106) and mean["value"] == 0.25
+    assert pooled["ci95"][0] < 100 / 106 < pooled["ci95"][1]
+    assert mean["ci95"][0] < 0.25 < mean["ci95"][1]
+    # the ratio estimator's SE: sqrt(T/(T-1) · Σ(c_i - R n_i)²) / N
+    R = Fraction(100, 106)
+    var = Fraction(4, 3) * sum((c - R * n) ** 2 for n, c in [(100, 100), (2, 0), (2, 0), (2, 0)])
+    assert pooled["se"] == pytest.approx(math.sqrt(var) / 106, rel=1e-12)
+
+
+def test_singleton_clusters_reproduce_the_unclustered_se_exactly():
+    """Issue #14.7: CR1's G/(G-1) makes one task per cluster the plain sd(s)/sqrt(T)."""
+    ns, cs = [20] * 7, [0, 3, 9, 14, 20, 5, 11]
+    plain = S.pass_at_1(ns, cs, pooled=False)
+    single = S.pass_at_1(ns, cs, pooled=False, clusters=list(range(7)))
+    assert single == plain
+    rates = [c / 20 for c in cs]
+    assert plain["se"] == pytest.approx(float(np.std(rates, ddof=1)) / math.sqrt(7), rel=1e-12)
+    assert S.pass_at_1(ns, cs, pooled=False, clusters=[0] * 7)["se"] is None  # one cluster
+
+
+def test_finite_samples_never_give_zero_width():
+    """Issue #14.6: all-0 and all-1 runs, and a paired Δ that is the same on every task."""
+    for cs in ([0, 0, 0], [20, 20, 20]):
+        lo, hi = S.pass_at_1([20] * 3, cs, pooled=True)["ci95"]
+        assert hi - lo > 0.01
+    vb, vn, spread = S.paired_pass_at_1(([2, 2], [0, 0]), ([2, 2], [1, 1]), pooled=True)
+    assert vn - vb == 0.5 and spread.se > 0
+    assert 0.5 < I.prob_positive(0.5, spread) < 0.95
+    # the floor: V0/(df + 1) with V0 the binomial variance at the smoothed rate of both runs
+    floor = sum(p * (1 - p) / 4 for p in (0.5 / 5, 2.5 / 5))
+    assert spread.variance == pytest.approx(floor / 2, rel=1e-12) and spread.df == 1
+
+
+def test_p_new_better_is_the_t_cdf():
+    from scipy import stats
+    spread = I.Spread(0.01, 9.0)
+    assert I.prob_positive(0.05, spread) == pytest.approx(stats.t.cdf(0.5, 9), abs=1e-12)
+    assert I.difference_interval(0.05, spread) == pytest.approx(
+        [0.05 - stats.t.ppf(0.975, 9) * 0.1, 0.05 + stats.t.ppf(0.975, 9) * 0.1], rel=1e-10)
 
 
 # --- data -----------------------------------------------------------------------------------------
@@ -111,11 +218,20 @@ def test_hand_computed_metrics(hand):
     assert g["pass_at_1"] == pytest.approx(8 / 12) and g["pass_at_1_task_mean"] == pytest.approx(2 / 3)
     assert g["pass_at_k"] == pytest.approx({"1": 2 / 3, "4": 1.0})  # default k: 1 and n = 4
     assert g["pass_hat_k"] == pytest.approx({"1": 2 / 3, "4": 1 / 3})
-    assert g["observed_all"] == {"k": 4, "count": 1, "fraction": pytest.approx(1 / 3)}
-    assert g["pass_at_1_se"] == pytest.approx(0.2204793, abs=1e-7)
-    assert g["pass_at_1_ci95"] == pytest.approx([2 / 3 - 1.959964 * 0.2204793, 1.0], abs=1e-6)
+    obs = g["observed_all"]
+    assert (obs["k"], obs["k_min"], obs["k_max"], obs["count"]) == (4, 4, 4, 1)
+    assert obs["fraction"] == pytest.approx(1 / 3)
+    value, se, ci = reference([4, 4, 4], [3, 4, 1])
+    assert g["estimand"] == "population"
+    assert (g["pass_at_1_se"], g["pass_at_1_ci95"]) == (pytest.approx(se), pytest.approx(ci))
+    assert g["pass_at_1_task_mean_se"] == pytest.approx(se)  # equal n: the same estimand
+    # by hand: sd(s)²/T = 0.1458333/3; floor V0/3 = p(1-p)/4/3/3 with p = 8.5/13: not binding
+    assert se == pytest.approx(math.sqrt(0.1458333333 / 3), rel=1e-9)
+    assert g["pass_at_k_ci95"]["4"][1] == 1.0 and g["pass_hat_k_ci95"]["4"][0] < 1 / 3
+    assert g["pass_at_k_ci95"]["1"] == g["pass_hat_k_ci95"]["1"] == g["pass_at_1_task_mean_ci95"]
     assert g["cost"] == {"total_usd": pytest.approx(1.25), "per_success_usd": pytest.approx(0.15625),
-                         "per_reliable_task_usd": pytest.approx(1.25), "priced_attempts": 13}
+                         "per_reliable_task_usd": pytest.approx(1.25), "priced_attempts": 13,
+                         "unpriced_attempts": 0}
 
 
 def test_hand_computed_k_by_and_cluster(hand):
@@ -123,11 +239,16 @@ def test_hand_computed_k_by_and_cluster(hand):
     g = report["overall"]
     assert g["pass_at_k"] == pytest.approx({"2": 2.5 / 3})  # A 1, B 1, C 1 - 3/6
     assert g["pass_hat_k"] == pytest.approx({"2": 0.5})  # A 3/6, B 1, C 0
-    assert g["pass_at_1_se"] == pytest.approx(math.sqrt(2) / 12 / 3)  # clusters {A}, {B, C}
+    # CR1, clusters {A}, {B, C}: G/(G-1) · ((1/12)² + (-1/12)²) / T², floored at V0/2
+    raw = 2 * 2 * (1 / 12) ** 2 / 9
+    p = 8.5 / 13
+    assert g["pass_at_1_se"] == pytest.approx(math.sqrt(max(raw, p * (1 - p) / 12 / 2)))
+    assert g["pass_at_1_se"] == pytest.approx(reference([4, 4, 4], [3, 4, 1], clusters=[0, 1, 1])[1])
     retail, travel = report["by_domain"]["retail"], report["by_domain"]["travel"]
     assert (retail["tasks"], retail["system_errors"], retail["pass_at_1"]) == (1, 1, 0.75)
     assert retail["cost"] == {"total_usd": pytest.approx(0.45), "per_success_usd": pytest.approx(0.15),
-                              "per_reliable_task_usd": None, "priced_attempts": 5}
+                              "per_reliable_task_usd": None, "priced_attempts": 5,
+                              "unpriced_attempts": 0}
     assert travel["pass_at_1"] == 0.625 and travel["observed_all"]["count"] == 1
     assert travel["cost"]["per_reliable_task_usd"] == pytest.approx(0.8)
     assert list(report) == ["overall", "by_domain"]
@@ -153,11 +274,12 @@ def test_partial_costs_are_flagged(tmp_path):
 def test_no_costs_is_null(tmp_path):
     report = orjson.loads(run([write(tmp_path / "p.jsonl", rows("A", [1, 0], "r", cost=None))]).stdout)
     assert report["overall"]["cost"] == {"total_usd": None, "per_success_usd": None,
-                                         "per_reliable_task_usd": None, "priced_attempts": 0}
+                                         "per_reliable_task_usd": None, "priced_attempts": 0,
+                                         "unpriced_attempts": 0}
 
 
 def test_default_ks_and_k_too_large(tmp_path, hand):
-    assert M.default_ks(20) == [1, 5, 20] and M.default_ks(4) == [1, 4] and M.default_ks(0) == []
+    assert G.default_ks(20) == [1, 5, 20] and G.default_ks(4) == [1, 4] and G.default_ks(0) == []
     result = run(["--k", "1,5", hand])
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr == ("--k 5: task 'A' has only 4 clean attempt(s); use k <= 4, or re-run "
@@ -168,10 +290,11 @@ def test_default_ks_and_k_too_large(tmp_path, hand):
 
 def test_formats(hand):
     table = run(["--format", "table", "--by", "domain", hand]).stdout.splitlines()
-    assert table[0].split() == ["group", "tasks", "attempts", "sys_err", "pass@1", "%", "±se",
-                                "pass@1", "%", "pass@4", "%", "pass^1", "%", "pass^4", "%", "k/k",
-                                "$/success", "$/reliable"]
-    assert table[1].split() == ["overall", "3", "12", "1", "66.7", "22.0", "66.7", "100.0", "66.7",
+    # each head is distinct and names its estimand and k (issue #14.5, #14.8)
+    assert table[0].split() == ["group", "tasks", "attempts", "sys_err", "pass@1(pooled)%", "±se",
+                                "pass@1(task-mean)%", "pass@4%", "pass^4%", "4/4", "$/success",
+                                "$/reliable"]
+    assert table[1].split() == ["overall", "3", "12", "1", "66.7", "22.0", "66.7", "100.0",
                                 "33.3", "1/3", "0.1562", "1.25"]
     assert table[2].split()[0] == "domain=retail"
     md = run(["--format", "markdown", hand]).stdout.splitlines()
@@ -194,7 +317,7 @@ def test_pareto():
 
 @pytest.fixture
 def gate(tmp_path):
-    data = [*rows("X", [1, 0], "r"), *rows("Y", [1], "r"), *rows("Y", [0, None], "r"),
+    data = [*rows("X", [1, 0], "r"), *rows("Y", [1], "r"), *rows("Y", [None], "r", first=1),
             *rows("W", [1], "r")]
     return {"att": write(tmp_path / "g.jsonl", data),
             "tasks": write(tmp_path / "t.jsonl", [task("X"), task("Y"), task("Z")])}
@@ -204,16 +327,15 @@ def test_coverage_gate_lists_keys_and_exits_3(gate):
     result = run(["--expect-tasks", gate["tasks"], "--expect-repeats", "2", gate["att"]])
     assert result.exit_code == 3 and result.stdout == ""
     assert result.stderr.splitlines() == [
-        ("coverage: 4 of 6 task × attempt keys are not exactly one clean record (missing 2, "
-         "duplicate 1, system_error 1); re-run them:"),
+        ("coverage: 3 of 6 task × attempt keys have no clean record (missing 2, system_error 1); "
+         "re-run them:"),
         ("coverage: 1 recorded key(s) are not expected (task not in the expected tasks, or "
-         "attempt >= 2):"),
-        "duplicate\tY\t0\t2 records",
+         "attempt >= 2); left out of the metrics:"),
         "system_error\tY\t1",
         "missing\tZ\t0",
         "missing\tZ\t1",
         "unexpected\tW\t0",
-        ("coverage gate failed: 4 key(s) to re-run (listed above); pass --allow-incomplete to "
+        ("coverage gate failed: 3 key(s) to re-run (listed above); pass --allow-incomplete to "
          "report anyway"),
     ]
 
@@ -221,7 +343,7 @@ def test_coverage_gate_lists_keys_and_exits_3(gate):
 def test_coverage_gate_allow_incomplete_and_pass(gate, tmp_path):
     result = run(["--expect-tasks", gate["tasks"], "--expect-repeats", "2", "--allow-incomplete",
                   gate["att"]])
-    assert result.exit_code == 0 and orjson.loads(result.stdout)["overall"]["tasks"] == 3
+    assert result.exit_code == 0 and orjson.loads(result.stdout)["overall"]["tasks"] == 2  # not W
     assert "missing\tZ\t0" in result.stderr
     ok = write(tmp_path / "ok.jsonl", [*rows("X", [1, 0], "r"), *rows("Y", [1, 1], "r"),
                                        *rows("Z", [0, 0], "r")])
@@ -229,6 +351,23 @@ def test_coverage_gate_allow_incomplete_and_pass(gate, tmp_path):
     assert result.exit_code == 0 and result.stderr == ""
     result = run(["--expect-repeats", "2", ok])
     assert result.exit_code == 2 and "--expect-tasks and --expect-repeats go together" in result.stderr
+
+
+def test_coverage_gate_metrics_cover_exactly_the_grid(tmp_path):
+    """Issue #14.2: expected {g1, g2} × 0..2, all failures; an extra task zz and g1's attempt 3
+    succeed. Before: exit 0, tasks 3, pass@1 0.25. Now they are listed and left out."""
+    data = [*rows("g1", [0, 0, 0, 1], "r"), *rows("g2", [0, 0, 0], "r"), *rows("zz", [1, 1], "r")]
+    att, tasks = write(tmp_path / "a.jsonl", data), write(tmp_path / "t.jsonl", [task("g1"), task("g2")])
+    result = run(["--expect-tasks", tasks, "--expect-repeats", "3", att])
+    assert result.exit_code == 0, result.output
+    g = orjson.loads(result.stdout)["overall"]
+    assert (g["tasks"], g["attempts"], g["successes"], g["pass_at_1"]) == (2, 6, 0, 0.0)
+    assert "unexpected\tg1\t3" in result.stderr and "unexpected\tzz\t1" in result.stderr
+    strict = run(["--expect-tasks", tasks, "--expect-repeats", "3", "--strict", att])
+    assert strict.exit_code == 3 and strict.stdout == ""
+    assert strict.stderr.splitlines()[-1] == (
+        "coverage gate failed: 3 key(s) missing, hit by system errors or unexpected (listed "
+        "above); pass --allow-incomplete to report anyway")
 
 
 def test_bad_input_and_skip_invalid(tmp_path, hand):
@@ -266,22 +405,32 @@ def test_compare_by_hand(tmp_path):
     assert result.exit_code == 0, result.output
     r = orjson.loads(result.stdout)
     assert (r["tasks"], r["only_base"], r["only_new"]) == (3, 0, 1)
-    se = 0.25 / math.sqrt(3)
+    from scipy import stats
+    se, t2 = 0.25 / math.sqrt(3), stats.t.ppf(0.975, 2)  # d = (.5, .25, 0): sd 0.25, df 2
     ci95 = r["pass_at_1"].pop("ci95")
-    assert r["pass_at_1"] == pytest.approx({"base": 0.5, "new": 0.75, "delta": 0.25, "se": se})
-    assert ci95 == pytest.approx([0.25 - 1.959964 * se, 0.25 + 1.959964 * se])
+    assert r["estimand"] == "population"
+    assert r["pass_at_1"] == pytest.approx({"statistic": "pooled", "base": 0.5, "new": 0.75,
+                                            "delta": 0.25, "se": se})
+    assert ci95 == pytest.approx([0.25 - t2 * se, 0.25 + t2 * se])
+    assert r["pass_at_1_task_mean"]["delta"] == 0.25  # equal n: the same as pooled
+    ci_k = r["pass_at_k"].pop("ci95")
     assert r["pass_at_k"] == pytest.approx({"k": 4, "base": 2 / 3, "new": 1.0, "delta": 1 / 3})
-    assert r["observed_all"] == pytest.approx({"base": 1, "new": 2, "delta": 1, "base_fraction": 1 / 3,
-                                               "new_fraction": 2 / 3, "delta_fraction": 1 / 3})
+    assert ci_k[0] < 1 / 3 < ci_k[1]
+    assert r["pass_hat_k"]["k"] == 4 and r["pass_hat_k"]["delta"] == pytest.approx(1 / 3)
+    ci_all = r["observed_all"].pop("delta_fraction_ci95")
+    assert r["observed_all"] == pytest.approx({"k": 4, "base": 1, "new": 2, "delta": 1,
+                                               "base_fraction": 1 / 3, "new_fraction": 2 / 3,
+                                               "delta_fraction": 1 / 3})
+    assert ci_all[0] < 1 / 3 < ci_all[1]
     assert r["correlation"] == pytest.approx(math.sqrt(3) / 2)
-    assert r["p_new_better"] == pytest.approx(E.normal_cdf(math.sqrt(3)))
+    assert r["p_new_better"] == pytest.approx(stats.t.cdf(math.sqrt(3), 2))
     assert r["gained"] == {"pass_at_k": ["B"], "observed_all": ["A"]}
     assert r["lost"] == {"pass_at_k": [], "observed_all": []}
     travel = r["by_domain"]["travel"]
     assert travel["tasks"] == 2 and travel["pass_at_1"]["delta"] == pytest.approx(0.125)
     base = [msgspec.convert(r, Attempt) for r in BASE]
-    assert compare(M.group_tasks(M.tally_fn([], {}, False)(base))["overall"],
-                   M.group_tasks(M.tally_fn([], {}, False)(base))["overall"])["p_new_better"] == 0.5
+    counts = G.group_tasks(Tl.tally_fn([], {})(base))["overall"]
+    assert compare(counts, counts)["p_new_better"] == 0.5
 
 
 def test_compare_k_format_plot_and_errors(tmp_path):
@@ -293,11 +442,152 @@ def test_compare_k_format_plot_and_errors(tmp_path):
     assert result.stderr == ("--k 5: task 'A' has only 4 clean attempt(s) in one of the runs; use "
                              "k <= 4\n")
     table = run(["compare", "--format", "table", "--by", "domain", base, new]).stdout.splitlines()
+    assert table[0].split()[:3] == ["group", "tasks", "pass@1(pooled)"]
+    assert "pass@4" in table[0].split() and "4/4" in table[0].split()
     assert table[1].split() == ["overall", "3", "50.0", "75.0", "25.0", "14.4", "66.7", "100.0",
-                                "33.3", "1", "2", "+1", "0.958"]
+                                "33.3", "1", "2", "+1", "0.887"]
     assert [line.split()[0] for line in table[2:]] == ["domain=retail", "domain=travel"]
     png = tmp_path / "d.png"
     assert run(["compare", "--by", "domain", "--plot", str(png), base, new]).exit_code == 0
     assert png.read_bytes()[:4] == b"\x89PNG"
     result = run(["compare", "-", "-"])
     assert result.exit_code == 2 and "only one of BASE and NEW can be stdin" in result.stderr
+
+
+def test_compare_reports_the_summary_estimand(tmp_path):
+    """Issue #14.5: with unequal n, compare's base/new are summary's pooled pass@1, and it says so."""
+    data = [*rows("A", [1] * 10, "r"), *rows("B", [0, 0], "r"), *rows("C", [1, 0], "r")]
+    path = write(tmp_path / "u.jsonl", data)
+    summary = orjson.loads(run([path]).stdout)["overall"]
+    r = orjson.loads(run(["compare", path, path]).stdout)
+    assert r["pass_at_1"]["statistic"] == "pooled"
+    assert r["pass_at_1"]["base"] == summary["pass_at_1"] == pytest.approx(11 / 14)
+    assert r["pass_at_1_task_mean"]["base"] == summary["pass_at_1_task_mean"] == pytest.approx(0.5)
+    bench = orjson.loads(run(["--estimand", "benchmark", path]).stdout)["overall"]
+    assert bench["estimand"] == "benchmark"
+    assert bench["pass_at_1_se"] == pytest.approx(reference([10, 2, 2], [10, 0, 1],
+                                                            estimand="benchmark")[1])
+    assert orjson.loads(run(["compare", "--estimand", "benchmark", path, path]).stdout)[
+        "estimand"] == "benchmark"
+
+
+def test_by_never_changes_overall(tmp_path):
+    """Issue #14.3: a task split over two models had a smaller common n per model, and the
+    default k of `overall` followed it."""
+    data = [*rows("A", [1, 0, 1, 1], "r", model="a"), *rows("A", [1, 1, 0, 0], "r", model="b", first=4),
+            *rows("B", [0] * 8, "r", model="a")]
+    path = write(tmp_path / "m.jsonl", data)
+    plain = orjson.loads(run([path]).stdout)
+    by = orjson.loads(run(["--by", "model", "--by", "domain", path]).stdout)
+    cost = by["overall"].pop("cost")  # float sums in another order: equal to the last bit or so
+    assert cost["total_usd"] == pytest.approx(plain["overall"].pop("cost")["total_usd"], rel=1e-14)
+    assert by["overall"] == plain["overall"] and list(plain["overall"]["pass_at_k"]) == ["1", "5", "8"]
+    assert by["by_model"]["b"]["pass_at_k"] == {"1": 0.5, "5": None, "8": None}
+
+
+def test_a_tasks_group_is_a_task_property(tmp_path):
+    """Issue #14.3: a task whose attempts disagree on domain is one task in one group; the first
+    non-null value wins, disagreement is an input error, and --tasks decides."""
+    data = [{**r, "domain": None} if r["attempt"] == 0 else r for r in rows("A", [1, 0], "retail")]
+    data = [{k: v for k, v in r.items() if v is not None or k != "domain"} for r in data]
+    path = write(tmp_path / "p.jsonl", [*data, *rows("B", [1, 1], "travel")])
+    groups = orjson.loads(run(["--by", "domain", path]).stdout)["by_domain"]
+    assert {name: g["tasks"] for name, g in groups.items()} == {"retail": 1, "travel": 1}
+    bad = write(tmp_path / "c.jsonl", [*rows("A", [1], "retail"), *rows("A", [0], "travel", first=1)])
+    result = run(["--by", "domain", bad])
+    assert result.exit_code == 4 and result.stdout == ""
+    assert result.stderr == ("evalstats: task 'A' has domain 'retail' in some attempts and "
+                             "'travel' in others; a task's domain is one value: fix the attempts, "
+                             "or pass --tasks FILE to take it from the task records\n")
+    tasks = write(tmp_path / "t.jsonl", [{**task("A"), "domain": "bank", "tags": ["x"]}])
+    joined = orjson.loads(run(["--by", "domain", "--tasks", tasks, bad]).stdout)
+    assert list(joined["by_domain"]) == ["bank"] and joined["by_domain"]["bank"]["attempts"] == 2
+    assert list(orjson.loads(run(["--by", "tags", "--tasks", tasks, bad]).stdout)["by_tags"]) == [
+        "['x']"]
+
+
+def test_by_a_field_no_record_has_is_an_error(hand):
+    """Issue #14.11: attempts carry no tags; one "(none)" group hid that."""
+    result = run(["--by", "tag", hand])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == ("--by tag: no attempt record has a field 'tag'; name a field the "
+                             "records carry (e.g. domain, model), or pass --tasks FILE for a task "
+                             "field\n")
+
+
+def test_price_without_usage_is_unpriced_not_free(tmp_path):
+    """Issue #14.4: an attempt of a --price model without usage was priced at $0 and counted."""
+    data = [*rows("A", [1, 0], "r"), *({k: v for k, v in r.items() if k != "usage"}
+                                      for r in rows("B", [1], "r"))]
+    result = run(["--price", "m=1000,2000", write(tmp_path / "u.jsonl", data)])
+    cost = orjson.loads(result.stdout)["overall"]["cost"]
+    assert cost["total_usd"] == pytest.approx(0.4) and cost["priced_attempts"] == 2
+    assert cost["unpriced_attempts"] == 1 and cost["per_success_usd"] == pytest.approx(0.2)
+    assert result.stderr.splitlines() == [
+        ("evalstats: 1 attempt(s) of a --price model have no usage.agent token counts: they are "
+         "left out of the cost (cost.unpriced_attempts)"),
+        ("evalstats: only 2 of 3 attempts have a cost (cost_usd, or --price for their model); the "
+         "costs cover those only")]
+
+
+def test_observed_all_k_is_the_k_counted(tmp_path):
+    """Issue #14.8: k was the largest n_i, though tasks were counted over their own n."""
+    mixed = orjson.loads(run([write(tmp_path / "k.jsonl", [*rows("A", [1] * 4, "r"),
+                                                            *rows("B", [1] * 5, "r")])]).stdout)
+    obs = mixed["overall"]["observed_all"]
+    assert (obs["k"], obs["k_min"], obs["k_max"], obs["count"]) == (None, 4, 5, 2)
+    table = run(["--format", "table", write(tmp_path / "k.jsonl", [*rows("A", [1] * 4, "r"),
+                                                                 *rows("B", [1] * 5, "r")])])
+    assert "k/k" in table.stdout.splitlines()[0].split()
+
+
+# --- duplicate keys (issue #13, class 5) ------------------------------------------------------------
+
+DUPES = [*rows("A", [1, 0], "r"), *rows("B", [1], "r"), *rows("A", [0], "r", first=1),
+         *rows("B", [None], "r")]  # A/1 twice clean (lines 2, 4); B/0 ok then a system error
+
+
+def test_duplicate_keys_are_an_input_error_naming_both_lines(tmp_path):
+    path = write(tmp_path / "d.jsonl", DUPES)
+    result = run([path])
+    assert result.exit_code == 4 and result.stdout == ""
+    assert result.stderr == (f"{path}:4: duplicate attempt: task_id 'A' attempt 1 is already at "
+                             f"{path}:2; each (task_id, attempt) must be one clean record; remove "
+                             "one, or pass --duplicates first|last to keep one\n")
+    result = run(["compare", path, path])
+    assert result.exit_code == 4 and f"{path}:4: duplicate attempt" in result.stderr
+    with open(path) as fh:
+        result = run(["-"], input=fh.read())
+    assert result.exit_code == 4
+    assert result.stderr.startswith("<stdin>: duplicate attempt: task_id 'A' has two clean "
+                                    "records of one attempt (1 task(s) in all; read from a file")
+
+
+def test_duplicates_first_and_last(tmp_path):
+    path = write(tmp_path / "d.jsonl", DUPES)
+    first = run(["--duplicates", "first", path])
+    assert first.exit_code == 0
+    assert orjson.loads(first.stdout)["overall"]["successes"] == 2  # A: 1, 0; B: 1
+    assert first.stderr == ("evalstats: 1 duplicate clean record(s) of 1 (task_id, attempt) key(s) "
+                            "passed over, the first kept (first: 'A' attempt 1)\n")
+    last = orjson.loads(run(["--duplicates", "last", path]).stdout)["overall"]
+    assert (last["successes"], last["attempts"], last["system_errors"]) == (2, 3, 1)
+    swapped = write(tmp_path / "s.jsonl", [DUPES[0], DUPES[3], DUPES[1]])  # A/0: 1, A/1: 0 then 0
+    assert orjson.loads(run(["--duplicates", "last", swapped]).stdout)["overall"]["successes"] == 1
+
+
+def test_duplicates_across_forked_readers_and_cells():
+    """What the parallel path and --by fields hide from one cell: a key in two readers' parts,
+    a key whose records disagree on a --by field; and keys past the bitmask."""
+    recs = [msgspec.convert(r, Attempt) for r in [*rows("A", [1, 0], "r"), *rows("B", [1], "r")]]
+    tally = Tl.tally_fn([], {})
+    assert tally(recs).repeated() == []
+    assert Tl.merge([tally(recs[:2]), tally(recs[1:])]).repeated() == ["A"]
+    by_model = Tl.tally_fn(["model"], {})
+    t = by_model([recs[0], msgspec.structs.replace(recs[0], model="other")])
+    assert len(t.cells) == 2 and t.repeated() == ["A"]
+    wide = [msgspec.structs.replace(recs[0], attempt=10**9 + i) for i in range(2)]
+    assert tally(wide).repeated() == [] and tally([*wide, wide[0]]).repeated() == ["A"]
+    assert Tl.merge([tally(wide[:1]), tally(wide)]).repeated() == ["A"]
+    errors = [msgspec.structs.replace(recs[0], status="system_error", reward=None), recs[0]]
+    assert tally(errors).repeated() == []  # a re-run system error is not a duplicate

@@ -9,9 +9,10 @@ import click
 from endstate.bucket import pool as P
 from endstate.bucket.report import plot as plot_histogram
 from endstate.bucket.report import table
+from endstate.core.attempt_keys import MODES, fold_attempts
 from endstate.core.bands import Bands
 from endstate.core.cli import common_options, run, tool_command
-from endstate.core.records import SkipLog, fold_jsonl, read_jsonl, write_jsonl
+from endstate.core.records import SkipLog, read_jsonl, write_jsonl
 from endstate.core.schemas import Attempt
 from endstate.core.tasks import load_tasks
 
@@ -64,9 +65,16 @@ def _names(ctx, param, value):
 @click.option("--tasks", "tasks_file", type=click.Path(dir_okay=False, allow_dash=True),
               help="Candidate task records: emit those tasks with a `difficulty` field instead of "
               "difficulty records (tasks without attempts count as n = 0).")
-@click.option("--uncertain", type=click.FloatRange(0, 1, min_open=True),
-              help="Emit only tasks whose largest band mass is below P (or that have too few clean "
-              "runs): the ones more probes would settle.")
+@click.option("--uncertain", type=click.FloatRange(0.5, 1, min_open=True, max_open=True),
+              metavar="P", help="Emit only tasks whose keep/drop decision is open: P(kept bands) "
+              "strictly between 1-P and P, or too few clean runs (the ones more probes can "
+              "settle).")
+@click.option("--keep-if", type=click.FloatRange(0, 1, min_open=True), metavar="Q",
+              help="Keep a task when P(kept bands) >= Q, instead of when its most likely band "
+              "is kept.")
+@click.option("--duplicates", type=click.Choice(MODES), default="error", show_default=True,
+              help="Two clean attempt records with one (task_id, attempt): an input error, or "
+              "keep the first or the last read.")
 @click.option("--report", is_flag=True, help="Print a band histogram on stderr.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
               help="Save the band histogram as a PNG.")
@@ -75,12 +83,14 @@ def _names(ctx, param, value):
 @common_options(skip_invalid=True)
 def cli(attempts, prior, edges, band_names, keep, min_clean_runs, reference_files,
         reference_min_successes, holdout, holdout_file, seed, exclude_files, emit_all, tasks_file,
-        uncertain, report, plot_file, workers, skip_invalid):
+        uncertain, keep_if, duplicates, report, plot_file, workers, skip_invalid):
     """Bucket tasks by difficulty from their ATTEMPTS (attempt JSONL files; `-` or none: stdin).
 
     Per task: n clean runs (system errors excluded), k successes, the posterior
-    Beta(k + A, n - k + B) and its exact mass in each band; the task goes to the band with
-    the most mass (ties: the harder band). Kept tasks go to stdout as difficulty records
+    Beta(k + A, n - k + B), its exact mass in each band, P(kept bands) and a 95% credible
+    interval; the task goes to the band with the most mass (ties: the harder band), and is
+    kept when that band is (or, with --keep-if Q, when P(kept bands) >= Q). Tasks without
+    clean runs are `unprobed`, never kept. Kept tasks go to stdout as difficulty records
     sorted by task_id, or, with --tasks, as task records with a `difficulty` field.
 
     \b
@@ -99,15 +109,15 @@ def cli(attempts, prior, edges, band_names, keep, min_clean_runs, reference_file
     if holdout is not None and emit_all:
         raise click.UsageError("--holdout splits the kept pool; drop --all")
     rules = P.Rules(bands=bands, keep=frozenset(keep), prior=prior, min_clean_runs=min_clean_runs,
-                    reference_min_successes=reference_min_successes)
+                    reference_min_successes=reference_min_successes, keep_if=keep_if)
     skip = SkipLog() if skip_invalid else None
 
     tasks = _read_tasks(tasks_file, skip) if tasks_file else None
     bench = [t for path in exclude_files for _, t in read_jsonl([path], "task", skip=skip)]
-    counts = fold_jsonl(list(attempts), "attempt", P.tally, P.merge, skip=skip, workers=workers,
-                        meanwhile=_import_scipy, struct=Attempt)
-    reference = (fold_jsonl(list(reference_files), "attempt", P.tally, P.merge, skip=skip,
-                            workers=workers, struct=Attempt) if reference_files else None)
+    read = {"duplicates": duplicates, "tool": "bucket", "skip": skip, "workers": workers,
+            "struct": Attempt, "repeats": P.Counts.repeated}
+    counts = fold_attempts(attempts, P.tally, P.merge, meanwhile=_import_scipy, **read)
+    reference = fold_attempts(reference_files, P.tally, P.merge, **read) if reference_files else None
 
     ids = _candidates(counts, tasks, tasks_file)
     overlap = P.overlapping(tasks.values() if tasks else (), bench, ids)

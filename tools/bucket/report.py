@@ -6,10 +6,14 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from endstate.bucket.pool import UNPROBED
+
 
 def histogram(records: Sequence[dict[str, Any]], names: Sequence[str]) -> list[tuple[str, int, int]]:
-    """(band, tasks, kept) per band, in band order."""
+    """(band, tasks, kept) per band, in band order; then `unprobed` (no clean run) if any."""
     tasks = Counter(d["band"] for d in records)
+    if tasks[UNPROBED]:
+        names = [*names, UNPROBED]
     kept = Counter(d["band"] for d in records if d["keep"])
     return [(name, tasks[name], kept[name]) for name in names]
 
@@ -17,7 +21,7 @@ def histogram(records: Sequence[dict[str, Any]], names: Sequence[str]) -> list[t
 def table(records: Sequence[dict[str, Any]], names: Sequence[str]) -> str:
     rows = histogram(records, names)
     total = len(records)
-    width = max(len("band"), len("total"), *(len(n) for n in names))
+    width = max(len("band"), len("total"), *(len(n) for n, _, _ in rows))
     lines = [f"{'band':<{width}}  {'tasks':>6}  {'share':>6}  {'kept':>6}"]
     for name, count, kept in rows:
         share = f"{100 * count / total:5.1f}%" if total else "     -"

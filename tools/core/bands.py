@@ -63,6 +63,21 @@ def band_masses(params: Iterable[tuple[float, float]], edges: Sequence[float]) -
     return np.clip(np.diff(cdf, axis=1), 0.0, 1.0).tolist()  # (P, E + 1)
 
 
+def credible_intervals(params: Iterable[tuple[float, float]], level: float = 0.95
+                       ) -> list[tuple[float, float]]:
+    """Equal-tailed credible interval of each Beta(α, β): the (1 ∓ level)/2 quantiles, exact
+    (scipy.special.betaincinv, the inverse of the regularized incomplete beta)."""
+    import numpy as np
+    from scipy.special import betaincinv
+
+    params = list(params)
+    if not params:
+        return []
+    ab = np.asarray(params, dtype=float)  # (P, 2)
+    tails = np.array([(1 - level) / 2, (1 + level) / 2])[None, :]  # (1, 2)
+    return [tuple(row) for row in betaincinv(ab[:, :1], ab[:, 1:], tails).tolist()]  # (P, 2)
+
+
 def assign(masses: Sequence[float]) -> int:
     """Index of the band with the largest mass; ties (within TIE_TOL) go to the harder band."""
     best = max(masses)
@@ -77,3 +92,4 @@ class TaskRuns:
     successes: int = 0  # k of the posterior
     system_errors: int = 0  # not runs: excluded from n
     domain: str | None = None
+    seen: int = 0  # bitmask of the clean attempt numbers read (core.attempt_keys)

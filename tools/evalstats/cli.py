@@ -7,11 +7,16 @@ import sys
 import click
 
 from endstate.core import stdio
+from endstate.core.attempt_keys import MODES, fold_attempts
 from endstate.core.cli import common_options, parse_prices, run, tool_group
-from endstate.core.errors import EndstateError, ExitCode
-from endstate.core.records import SkipLog, fold_jsonl, read_jsonl, write_jsonl
+from endstate.core.errors import EndstateError, ExitCode, InputError
+from endstate.core.records import SkipLog, read_jsonl, write_jsonl
+from endstate.evalstats import coverage as C
+from endstate.evalstats import groups as G
+from endstate.evalstats import intervals as I
 from endstate.evalstats import metrics as M
 from endstate.evalstats import render
+from endstate.evalstats import tally as T
 from endstate.evalstats.compare import compare as compare_runs
 
 
@@ -57,15 +62,29 @@ def cli():
     """
 
 
+task_file_option = click.option(
+    "--tasks", "tasks_file", type=click.Path(dir_okay=False, allow_dash=True),
+    help="Task records: a task's domain, template, tags, split (any field of these records) "
+    "come from here.  [default: the --expect-tasks file, else the attempts]")
+estimand_option = click.option(
+    "--estimand", type=click.Choice([I.POPULATION, I.BENCHMARK]), default=I.POPULATION,
+    show_default=True, help="population: the tasks are a sample of tasks like them (SE over "
+    "tasks); benchmark: this fixed suite, only the attempts are random (within-task variance).")
+duplicates_option = click.option(
+    "--duplicates", type=click.Choice(MODES), default="error", show_default=True,
+    help="Two clean attempt records with one (task_id, attempt): an input error, or keep the "
+    "first or the last read.")
+
+
 @cli.command()
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--by", "by_fields", multiple=True, metavar="FIELD",
-              help="Also report per value of this attempt field, as by_FIELD (repeatable).")
+              help="Also report per value of this field, as by_FIELD (repeatable).")
 @click.option("--k", "ks", callback=_ks, metavar="K,K,...",
               help="k values of pass@k and pass^k.  [default: 1, 5 and the largest common "
               "repeat count]")
 @click.option("--cluster", metavar="FIELD",
-              help="Cluster-robust standard error over the values of this field.")
+              help="Cluster-robust (CR1) standard errors over the values of this task field.")
 @click.option("--price", "prices", multiple=True, callback=parse_prices, metavar="MODEL=IN,OUT",
               help="USD per million agent prompt,completion tokens of MODEL; overrides cost_usd "
               "of its attempts (repeatable).")
@@ -75,20 +94,25 @@ def cli():
 @click.option("--allow-incomplete", is_flag=True,
               help="Report even when the coverage gate fails (exit 0; the listing still goes to "
               "stderr).")
+@click.option("--strict", is_flag=True,
+              help="Coverage gate: unexpected keys fail it too (exit 3), not only missing ones.")
+@task_file_option
+@estimand_option
+@duplicates_option
 @output_options("PNG: cost per success against pass@1 by model, and a domain × metric heatmap.")
 def summary(files, by_fields, ks, cluster, prices, expect_tasks, expect_repeats, allow_incomplete,
-            fmt, plot_file, workers, skip_invalid):
+            strict, tasks_file, estimand, duplicates, fmt, plot_file, workers, skip_invalid):
     """Metrics of the attempts in FILES (attempt JSONL; `-` or none: stdin).
 
-    pass@1 = successes / clean attempts; its standard error is computed over tasks.
-    pass@k and pass^k are the unbiased estimators, per task then averaged; observed k/k
-    counts the tasks whose every clean attempt succeeded. System errors are excluded from
-    the rates and reported; their cost counts. See docs/evalstats.md.
+    pass@1 = successes / clean attempts (pooled) and the task mean, each with its own SE
+    (over tasks) and 95% interval; pass@k and pass^k are the unbiased estimators, per task
+    then averaged; observed k/k counts the tasks whose every clean attempt succeeded. System
+    errors are excluded from the rates and reported; their cost counts. See docs/evalstats.md.
 
     \b
     Coverage gate: with --expect-tasks and --expect-repeats, every task × attempt key must
-    be exactly one clean record; the others are listed on stderr (missing, duplicate,
-    system_error) and the exit status is 3.
+    have a clean record; the others are listed on stderr (missing, system_error) and the exit
+    status is 3. Unexpected keys are listed and left out (with --strict they fail it too).
     \b
     Examples (from the repository root):
       evalstats schemas/examples/attempt.json | jq .overall.pass_at_1
@@ -99,63 +123,105 @@ def summary(files, by_fields, ks, cluster, prices, expect_tasks, expect_repeats,
         raise click.UsageError("--expect-tasks and --expect-repeats go together, e.g. "
                                "--expect-tasks bench.jsonl --expect-repeats 20")
     skip = SkipLog() if skip_invalid else None
-    expected = ([t["id"] for _, t in read_jsonl([expect_tasks], "task", skip=skip)]
-                if expect_tasks else None)
+    expected = _read_tasks(expect_tasks, skip) if expect_tasks else None
+    tasks = _read_tasks(tasks_file, skip) if tasks_file else expected
     fields = list(dict.fromkeys([*by_fields, *([cluster] if cluster else []),
                                  *(["model", "domain"] if plot_file else [])]))
-    tally = _tally(list(files), fields, prices, expected is not None, skip, workers)
-    if expected is not None:
-        _gate(tally, expected, expect_repeats, allow_incomplete)
-
-    overall = M.group_tasks(tally).get("overall", {})
-    by = {f: M.group_tasks(tally, f) for f in by_fields}
-    if ks is None:
-        ks = M.default_ks(M.common_repeats([overall, *(g for b in by.values() for g in b.values())]))
-    clusters = M.task_field(tally, cluster) if cluster else None
-    try:
-        report = {"overall": M.metrics(overall, ks, clusters)}
-        for f, groups in by.items():
-            report[f"by_{f}"] = {name: M.metrics(tasks, ks, clusters)
-                                 for name, tasks in sorted(groups.items())}
-    except M.KTooLarge as e:
-        raise EndstateError(f"--k {e.k}: task {e.task_id!r} has only {e.n} clean attempt(s); "
-                            f"use k <= {e.n}, or re-run its missing attempts", ExitCode.USAGE) from None
-    cost = report["overall"]["cost"]
-    recorded = report["overall"]["attempts"] + report["overall"]["system_errors"]
-    if 0 < cost["priced_attempts"] < recorded:
-        click.echo(f"evalstats: only {cost['priced_attempts']} of {recorded} attempts have a cost "
-                   "(cost_usd, or --price for their model); the costs cover those only", err=True)
+    grid = T.Grid(frozenset(expected), expect_repeats) if expected is not None else None
+    tally = _tally(list(files), fields, prices, grid, skip, workers, duplicates)
+    if grid is not None:
+        _gate(tally, list(expected), expect_repeats, allow_incomplete, strict)
+    view = _View(tally, tasks, cluster, estimand)
+    report = view.report(by_fields, ks)
+    _warn_cost(report["overall"])
     _write(report, fmt, render.metrics_table)
     if plot_file:
-        models = {name: M.metrics(tasks, [], None)
-                  for name, tasks in M.group_tasks(tally, "model").items()}
-        domains = report.get("by_domain") or {
-            name: M.metrics(tasks, ks, None) for name, tasks in M.group_tasks(tally, "domain").items()}
-        render.plot_metrics({**report, "by_domain": dict(sorted(domains.items()))}, models,
-                            plot_file)
+        render.plot_metrics({**report, "by_domain": report.get("by_domain") or view.by("domain")},
+                            view.by("model", ks=[]), plot_file)
     if skip:
         skip.report()
 
 
-def _gate(tally: M.Tally, expected: list[str], repeats: int, allow_incomplete: bool) -> None:
-    problems = M.coverage(tally.keys, expected, repeats)
-    bad = [p for p in problems if p.kind != M.UNEXPECTED]
+class _View:
+    """The tally seen through the task properties: groups and their metrics objects."""
+
+    def __init__(self, tally: T.Tally, tasks: dict | None, cluster: str | None, estimand: str):
+        self.tally, self.tasks, self.estimand = tally, tasks, estimand
+        self.overall = G.group_tasks(tally).get("overall", {})
+        self.clusters = self.property(cluster) if cluster else None
+        self.ks: list[int] = []
+
+    def property(self, field: str) -> dict | None:
+        try:
+            return G.task_property(self.tally, field, self.tasks)
+        except G.FieldConflict as e:
+            raise InputError(f"evalstats: {e}") from None
+
+    def groups(self, field: str) -> dict[str, G.TaskCounts]:
+        try:
+            G.check_present(self.tally, [field], self.tasks)
+        except G.FieldAbsent as e:
+            raise EndstateError(str(e)) from None
+        by_task = self.property(field) if G.is_task_field(field, self.tasks) else None
+        return G.group_tasks(self.tally, field, by_task)
+
+    def by(self, field: str, ks: list[int] | None = None) -> dict[str, dict]:
+        ks = self.ks if ks is None else ks
+        return {name: M.metrics(tasks, ks, self.clusters, self.estimand, strict_k=False)
+                for name, tasks in sorted(self.groups(field).items())}
+
+    def report(self, by_fields, ks: list[int] | None) -> dict:
+        """`overall` (never touched by --by: its default k comes from its own tasks), then a
+        by_FIELD map per --by field (a k some task there cannot answer is null there)."""
+        self.ks = ks if ks is not None else G.default_ks(G.common_repeats(self.overall))
+        try:
+            report = {"overall": M.metrics(self.overall, self.ks, self.clusters, self.estimand,
+                                           strict_k=ks is not None)}
+        except M.KTooLarge as e:
+            raise EndstateError(f"--k {e.k}: task {e.task_id!r} has only {e.n} clean "
+                                f"attempt(s); use k <= {e.n}, or re-run its missing attempts",
+                                ExitCode.USAGE) from None
+        for field in by_fields:
+            report[f"by_{field}"] = self.by(field)
+        return report
+
+
+def _warn_cost(overall: dict) -> None:
+    cost = overall["cost"]
+    recorded = overall["attempts"] + overall["system_errors"]
+    if cost["unpriced_attempts"]:
+        click.echo(f"evalstats: {cost['unpriced_attempts']} attempt(s) of a --price model have no "
+                   "usage.agent token counts: they are left out of the cost "
+                   "(cost.unpriced_attempts)", err=True)
+    if 0 < cost["priced_attempts"] < recorded:
+        click.echo(f"evalstats: only {cost['priced_attempts']} of {recorded} attempts have a cost "
+                   "(cost_usd, or --price for their model); the costs cover those only", err=True)
+
+
+def _read_tasks(path: str, skip: SkipLog | None) -> dict[str, dict]:
+    return {t["id"]: t for _, t in read_jsonl([path], "task", skip=skip)}
+
+
+def _gate(tally: T.Tally, expected: list[str], repeats: int, allow_incomplete: bool,
+          strict: bool) -> None:
+    problems = C.coverage(tally.keys, expected, repeats)
+    bad = [p for p in problems if p.kind != C.UNEXPECTED]
+    extra = [p for p in problems if p.kind == C.UNEXPECTED]
     total = len(set(expected)) * repeats
     if bad:
-        kinds = {k: sum(1 for p in bad if p.kind == k) for k in (M.MISSING_KEY, M.DUPLICATE,
-                                                               M.SYSTEM_ERROR)}
-        click.echo(f"coverage: {len(bad)} of {total} task × attempt keys are not exactly one clean "
-                   f"record ({', '.join(f'{k} {v}' for k, v in kinds.items())}); re-run them:",
-                   err=True)
-    extra = [p for p in problems if p.kind == M.UNEXPECTED]
+        kinds = {k: sum(1 for p in bad if p.kind == k) for k in (C.MISSING_KEY, C.SYSTEM_ERROR)}
+        click.echo(f"coverage: {len(bad)} of {total} task × attempt keys have no clean record "
+                   f"({', '.join(f'{k} {v}' for k, v in kinds.items())}); re-run them:", err=True)
     if extra:
         click.echo(f"coverage: {len(extra)} recorded key(s) are not expected (task not in the "
-                   f"expected tasks, or attempt >= {repeats}):", err=True)
+                   f"expected tasks, or attempt >= {repeats}); left out of the metrics:", err=True)
     for kind, task_id, attempt, count in bad + extra:
-        tail = f"\t{count} records" if kind in (M.DUPLICATE, M.UNEXPECTED) and count > 1 else ""
+        tail = f"\t{count} records" if kind == C.UNEXPECTED and count > 1 else ""
         click.echo(f"{kind}\t{task_id}\t{attempt}{tail}", err=True)
-    if bad and not allow_incomplete:
-        raise EndstateError(f"coverage gate failed: {len(bad)} key(s) to re-run (listed above); "
+    failed = len(bad) + (len(extra) if strict else 0)
+    if failed and not allow_incomplete:
+        what = "to re-run" if not strict else "missing, hit by system errors or unexpected"
+        raise EndstateError(f"coverage gate failed: {failed} key(s) {what} (listed above); "
                             "pass --allow-incomplete to report anyway", ExitCode.INCOMPLETE)
 
 
@@ -174,14 +240,19 @@ def _write(report: dict, fmt: str, table) -> None:
 @click.option("--k", "ks", callback=_ks, metavar="K",
               help="k of pass@k (one k: a paired comparison is at one k).  [default: the largest "
               "common repeat count]")
+@task_file_option
+@estimand_option
+@duplicates_option
 @output_options("PNG: group × metric heatmap of NEW - BASE.")
-def compare(base, new, by_fields, ks, fmt, plot_file, workers, skip_invalid):
+def compare(base, new, by_fields, ks, tasks_file, estimand, duplicates, fmt, plot_file, workers,
+            skip_invalid):
     """Paired comparison of NEW against BASE (attempt JSONL files) on their common tasks.
 
-    Δpass@1 is the mean per-task difference of success rates with the paired standard
-    error; p_new_better = Φ(Δ/SE), the probability that NEW is better under a normal
-    approximation with a flat prior. Also pass@k, observed k/k, per-task correlation and
-    the tasks gained and lost. See docs/evalstats.md.
+    Δpass@1 is the difference of the pooled rates (successes / clean attempts, as in
+    summary; the task mean beside it) with the paired standard error over tasks and a t
+    interval; p_new_better = F_t(Δ/SE), the probability that NEW is better under a flat
+    prior. Also pass@k, pass^k and observed k/k with intervals of their Δ, per-task
+    correlation and the tasks gained and lost. See docs/evalstats.md.
 
     \b
     Example (from the repository root):
@@ -193,13 +264,15 @@ def compare(base, new, by_fields, ks, fmt, plot_file, workers, skip_invalid):
     if ks and len(ks) > 1:
         raise click.UsageError(f"--k {','.join(map(str, ks))}: compare reports pass@k at one k")
     skip = SkipLog() if skip_invalid else None
-    sides = [_tally([path], list(by_fields), {}, False, skip, workers) for path in (base, new)]
+    tasks = _read_tasks(tasks_file, skip) if tasks_file else None
+    views = [_View(_tally([path], list(by_fields), {}, None, skip, workers, duplicates), tasks,
+                   None, estimand) for path in (base, new)]
     try:
-        report = compare_runs(*(M.group_tasks(t).get("overall", {}) for t in sides),
-                              ks[0] if ks else None)
+        report = compare_runs(views[0].overall, views[1].overall, ks[0] if ks else None, estimand)
         for field in by_fields:
-            b, n = (M.group_tasks(t, field) for t in sides)
-            report[f"by_{field}"] = {name: compare_runs(b[name], n[name], report["pass_at_k"]["k"])
+            b, n = (v.groups(field) for v in views)
+            report[f"by_{field}"] = {name: compare_runs(b[name], n[name], report["pass_at_k"]["k"],
+                                                        estimand)
                                      for name in sorted(set(b) & set(n))}
     except M.KTooLarge as e:
         raise EndstateError(f"--k {e.k}: task {e.task_id!r} has only {e.n} clean attempt(s) in one "
@@ -211,11 +284,13 @@ def compare(base, new, by_fields, ks, fmt, plot_file, workers, skip_invalid):
         skip.report()
 
 
-def _tally(paths, fields, prices, with_keys, skip, workers) -> M.Tally:
-    """The attempts in `paths`, folded (in forked readers for big files) into one Tally."""
-    tally = M.tally_fn(fields, prices, with_keys)
-    return fold_jsonl(paths, "attempt", tally, M.merge, skip=skip, workers=workers,
-                      struct=tally.struct)
+def _tally(paths, fields, prices, grid, skip, workers, duplicates) -> T.Tally:
+    """The attempts in `paths`, folded (in forked readers for big files) into one Tally; two
+    clean records of one key are an input error unless --duplicates keeps one."""
+    tally = T.tally_fn(fields, prices, grid)
+    return fold_attempts(paths, tally, T.merge, duplicates=duplicates, tool="evalstats",
+                         skip=skip, workers=workers, struct=tally.struct,
+                         repeats=T.Tally.repeated)
 
 
 main = run(cli)

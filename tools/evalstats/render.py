@@ -32,17 +32,25 @@ def _groups(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+def _all_label(k: int | None) -> str:
+    """The observed k/k column's head, with its k (n_i when the tasks' n differ)."""
+    return "k/k" if k is None else f"{k}/{k}"
+
+
 def metrics_table(report: dict[str, Any], markdown: bool = False) -> str:
-    """One row per group; rates in percent, pass@1 with its standard error."""
-    ks = list(report["overall"]["pass_at_k"])
-    headers = ["group", "tasks", "attempts", "sys_err", "pass@1 %", "±se",
-               *(f"pass@{k} %" for k in ks), *(f"pass^{k} %" for k in ks), "k/k", "$/success",
-               "$/reliable"]
+    """One row per group; rates in percent. pass@1 is pooled (successes / clean attempts) with
+    its standard error; the task mean beside it (pass@1 and pass^1 averaged over tasks, so k = 1
+    gets no column of its own); then pass@k and pass^k per k > 1, and k/k with its k."""
+    overall = report["overall"]
+    ks = [k for k in overall["pass_at_k"] if k != "1"]
+    headers = ["group", "tasks", "attempts", "sys_err", "pass@1(pooled)%", "±se",
+               "pass@1(task-mean)%", *(f"pass@{k}%" for k in ks), *(f"pass^{k}%" for k in ks),
+               _all_label(overall["observed_all"]["k"]), "$/success", "$/reliable"]
     rows = []
     for name, g in _groups(report):
         obs = g["observed_all"]
         rows.append([name, str(g["tasks"]), str(g["attempts"]), str(g["system_errors"]),
-                     _pct(g["pass_at_1"]), _pct(g["pass_at_1_se"]),
+                     _pct(g["pass_at_1"]), _pct(g["pass_at_1_se"]), _pct(g["pass_at_1_task_mean"]),
                      *(_pct(g["pass_at_k"].get(k)) for k in ks),
                      *(_pct(g["pass_hat_k"].get(k)) for k in ks),
                      f"{obs['count']}/{g['tasks']}", _usd(g["cost"]["per_success_usd"]),
@@ -51,8 +59,10 @@ def metrics_table(report: dict[str, Any], markdown: bool = False) -> str:
 
 
 def compare_table(report: dict[str, Any], markdown: bool = False) -> str:
-    headers = ["group", "tasks", "pass@1 base", "new", "Δ", "±se", "pass@k base", "new", "Δ",
-               "k/k base", "new", "Δ", "P(new better)"]
+    """One row per group: pooled pass@1, pass@k and k/k of each run, Δ, P(new better)."""
+    k, every = report["pass_at_k"]["k"], _all_label(report["observed_all"]["k"])
+    headers = ["group", "tasks", "pass@1(pooled) base", "new", "Δ", "±se", f"pass@{k} base", "new",
+               "Δ", f"{every} base", "new", "Δ", "P(new better)"]
     rows = []
     groups = [("overall", report), *((f"{key[3:]}={name}", g) for key, by in report.items()
                                      if key.startswith("by_") for name, g in by.items())]
@@ -125,7 +135,8 @@ def plot_metrics(report: dict[str, Any], by_model: dict[str, Any], path: str) ->
     groups = report.get("by_domain") or {"overall": report["overall"]}
     ks = list(report["overall"]["pass_at_k"])
     kmax = ks[-1] if ks else None
-    cols = ["pass@1", *([f"pass@{kmax}", f"pass^{kmax}"] if kmax else []), "k/k"]
+    cols = ["pass@1", *([f"pass@{kmax}", f"pass^{kmax}"] if kmax else []),
+            _all_label(report["overall"]["observed_all"]["k"])]
     values = [[g["pass_at_1"], *([g["pass_at_k"].get(kmax), g["pass_hat_k"].get(kmax)]
                                  if kmax else []), g["observed_all"]["fraction"]]
               for g in groups.values()]
@@ -144,7 +155,7 @@ def plot_compare(report: dict[str, Any], path: str) -> None:
     for key, by in report.items():
         if key.startswith("by_"):
             groups.update({f"{key[3:]}={name}": g for name, g in by.items()})
-    cols = ["pass@1", f"pass@{report['pass_at_k']['k']}", "k/k"]
+    cols = ["pass@1", f"pass@{report['pass_at_k']['k']}", _all_label(report["observed_all"]["k"])]
     values, labels = [], []
     for g in groups.values():
         p1, pk, obs = g["pass_at_1"], g["pass_at_k"], g["observed_all"]

@@ -1,0 +1,100 @@
+"""The named estimands of a group of tasks, each with its own standard error and 95% interval.
+
+Per task i: n_i clean attempts, c_i successes, s_i = c_i/n_i; T tasks, N = Σn_i.
+
+- pooled pass@1 R = Σc_i / N (what `pass_at_1` is): influence e_i = (c_i − R·n_i)/(N/T)
+  (the linearised ratio; with equal n_i it is s_i − R), weights n_i/N.
+- task mean m = mean(s_i) (`pass_at_1_task_mean`): influence s_i − m, weights 1/T.
+- any other per-task value x_i in [0, 1] (pass@k, pass^k, the k/k indicator): its task mean,
+  population inference only, with m_i = n_i/k independent trials per task (1 for k/k).
+
+intervals.py turns influence values into a floored variance, a t reference and an interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from endstate.evalstats import intervals as I
+
+
+def _pass1_parts(ns: Sequence[int], cs: Sequence[int], pooled: bool):
+    """(estimate, influence values, weights, floor variance) of pass@1 over the tasks."""
+    T, N = len(ns), sum(ns)
+    rates = [c / n for n, c in zip(ns, cs)]
+    if pooled:
+        value = sum(cs) / N
+        scale = N / T
+        influence = [(c - value * n) / scale for n, c in zip(ns, cs)]
+        weights = [n / N for n in ns]
+    else:
+        value = math.fsum(rates) / T
+        influence = [s - value for s in rates]
+        weights = [1 / T] * T
+    return value, influence, weights, I.floor_variance(rates, ns, pooled)
+
+
+def _raw_variance(ns, cs, influence, weights, estimand, clusters):
+    if estimand == I.BENCHMARK:
+        return I.benchmark_variance(weights, list(zip(ns, cs)),
+                                    I.smoothed_rate([c / n for n, c in zip(ns, cs)], ns))
+    return I.population_variance(influence, clusters)
+
+
+def pass_at_1(ns: Sequence[int], cs: Sequence[int], *, pooled: bool, estimand: str = I.POPULATION,
+              clusters: Sequence[Hashable] | None = None) -> dict[str, Any]:
+    """{"value", "se", "ci95"} of pooled pass@1 (`pooled`) or of the task mean; nulls when
+    there is no task, or (population) fewer than two tasks or clusters."""
+    if not ns:
+        return {"value": None, "se": None, "ci95": None}
+    value, influence, weights, floor = _pass1_parts(ns, cs, pooled)
+    s = I.spread(_raw_variance(ns, cs, influence, weights, estimand, clusters), floor)
+    return {"value": value, "se": None if s is None else s.se,
+            "ci95": I.rate_interval(value, s, sum(ns), cap=estimand == I.POPULATION)}
+
+
+def task_mean(values: Sequence[float], trials: Sequence[float],
+              clusters: Sequence[Hashable] | None = None) -> tuple[float | None, I.Spread | None]:
+    """The mean of per-task values in [0, 1] and its population spread (floored)."""
+    if not values:
+        return None, None
+    m = math.fsum(values) / len(values)
+    raw = I.population_variance([x - m for x in values], clusters)
+    return m, I.spread(raw, I.floor_variance(values, trials, pooled=False))
+
+
+def task_mean_interval(values: Sequence[float], trials: Sequence[float],
+                       clusters: Sequence[Hashable] | None = None) -> list[float] | None:
+    m, s = task_mean(values, trials, clusters)
+    return I.rate_interval(m, s, math.fsum(trials))
+
+
+def paired_pass_at_1(base: tuple[Sequence[int], Sequence[int]],
+                     new: tuple[Sequence[int], Sequence[int]], *, pooled: bool,
+                     estimand: str = I.POPULATION) -> tuple[float, float, I.Spread | None]:
+    """(base estimate, new estimate, spread of NEW − BASE) over the same tasks, in order: the
+    influence values are differenced task by task (paired); the floors add. Under the benchmark
+    estimand the two runs' within-task variances add."""
+    vb, eb, wb, fb = _pass1_parts(*base, pooled)
+    vn, en, wn, fn = _pass1_parts(*new, pooled)
+    if estimand == I.BENCHMARK:
+        rb = _raw_variance(*base, eb, wb, estimand, None)
+        rn = _raw_variance(*new, en, wn, estimand, None)
+        raw = (rb[0] + rn[0], rb[1] + rn[1])
+    else:
+        raw = I.population_variance([y - x for x, y in zip(eb, en)])
+    return vb, vn, I.spread(raw, fb + fn)
+
+
+def paired_task_mean(base: Sequence[float], new: Sequence[float], trials: Sequence[float]
+                     ) -> tuple[float | None, I.Spread | None]:
+    """Mean of NEW − BASE per-task values and its population spread (floors of both added)."""
+    if not base:
+        return None, None
+    d = [y - x for x, y in zip(base, new)]
+    delta = math.fsum(d) / len(d)
+    raw = I.population_variance([x - delta for x in d])
+    floor = I.floor_variance(base, trials, False) + I.floor_variance(new, trials, False)
+    return delta, I.spread(raw, floor)

@@ -1,0 +1,105 @@
+"""From a tally to per-task counts of each group: `overall`, and one map per --by FIELD.
+
+A task's group under a task property (domain, template, tags, split, or any field of the --tasks
+records) is one value: the task record's when --tasks is given, else the first non-null value
+of its attempts; attempts that disagree are an input error. Other fields (model, ...) are
+properties of the attempt: one task can count in several of their groups. `overall` is every
+task's attempts, whatever the --by fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from operator import add
+from typing import Any
+
+from endstate.evalstats.tally import Counts, Tally, _hashable, cell_values
+
+MISSING = "(none)"  # the group of tasks without a value of a --by field
+TASK_FIELDS = ("domain", "template", "tags", "split")
+
+TaskCounts = dict[str, Counts]  # task_id -> its attempts in one group
+_new_counts = tuple.__new__  # Counts(...) without its Python-level __new__
+
+
+class FieldConflict(ValueError):
+    def __init__(self, task_id: str, name: str, first: Any, other: Any):
+        super().__init__(f"task {task_id!r} has {name} {first!r} in some attempts and {other!r} "
+                         f"in others; a task's {name} is one value: fix the attempts, or pass "
+                         f"--tasks FILE to take it from the task records")
+
+
+class FieldAbsent(ValueError):
+    def __init__(self, name: str, with_tasks: bool):
+        where = "attempt or task record" if with_tasks else "attempt record"
+        super().__init__(f"--by {name}: no {where} has a field {name!r}; name a field the "
+                         f"records carry (e.g. domain, model)"
+                         + ("" if with_tasks else ", or pass --tasks FILE for a task field"))
+
+
+def is_task_field(name: str, tasks: Mapping[str, Mapping[str, Any]] | None) -> bool:
+    return name in TASK_FIELDS or bool(tasks) and any(name in t for t in tasks.values())
+
+
+def task_property(t: Tally, name: str, tasks: Mapping[str, Mapping[str, Any]] | None
+                  ) -> dict[str, Any]:
+    """task_id -> its one value of field `name` (None when it has none): the task record's
+    when given, else the first non-null value of its attempts. Disagreeing attempts raise
+    FieldConflict (unless the task record decides)."""
+    index = t.fields.index(name) + 1
+    out: dict[str, Any] = {}
+    for key in t.cells:
+        tid, value = key[0], key[index]
+        task = tasks.get(tid) if tasks else None
+        if task is not None and name in task:
+            out[tid] = _hashable(task[name])
+            continue
+        known = out.get(tid)
+        if known is None:
+            out[tid] = value
+        elif value is not None and value != known:
+            raise FieldConflict(tid, name, known, value)
+    return out
+
+
+def check_present(t: Tally, names: Iterable[str], tasks: Mapping[str, Mapping[str, Any]] | None
+                  ) -> None:
+    """FieldAbsent for a --by field no attempt (nor task record) has a value of."""
+    for name in names:
+        index = t.fields.index(name) + 1
+        if all(key[index] is None for key in t.cells) and not (
+                tasks and any(task.get(name) is not None for task in tasks.values())):
+            raise FieldAbsent(name, tasks is not None)
+
+
+def group_tasks(t: Tally, by: str | None = None, by_task: Mapping[str, Any] | None = None
+                ) -> dict[str, TaskCounts]:
+    """Per-task counts of the whole (by=None: {"overall": ...}) or of each value of field `by`:
+    from `by_task` (task_id -> value, a task property) when given, else each cell's own."""
+    index = t.fields.index(by) + 1 if by else None
+    groups: dict[str, TaskCounts] = {}
+    for key, cell in t.cells.items():
+        value = None if index is None else by_task[key[0]] if by_task is not None else key[index]
+        name = "overall" if index is None else MISSING if value is None else str(value)
+        tasks = groups.setdefault(name, {})
+        mine = tasks.get(key[0])
+        values = cell_values(cell)
+        tasks[key[0]] = _new_counts(Counts, values if mine is None else _sum(mine, values))
+    return groups
+
+
+def _sum(mine: Counts, values: Sequence) -> tuple:
+    """Two Counts' values added (the `seen` bitmasks joined)."""
+    return (*map(add, mine[:-1], values[:-1]), mine[-1] | values[-1])
+
+
+def common_repeats(tasks: TaskCounts) -> int:
+    """The largest k every task can answer: the smallest clean n (tasks with n = 0 do not
+    count). 0 when there are none."""
+    ns = [c.attempts for c in tasks.values() if c.attempts > 0]
+    return min(ns) if ns else 0
+
+
+def default_ks(repeats: int) -> list[int]:
+    """1, 5 and the largest common repeat count, as far as the data allows."""
+    return sorted({k for k in (1, 5, repeats) if 1 <= k <= repeats})

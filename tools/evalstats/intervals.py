@@ -1,0 +1,142 @@
+"""Standard errors and 95% intervals of means over tasks: the inference behind every interval.
+
+An estimate is a mean over T tasks (the task mean of per-task values x_i, or the pooled ratio
+Σc/Σn). Its spread is described by per-task *influence* values e_i (they sum to zero) and the
+reference distribution's degrees of freedom:
+
+- population (tasks are a sample of the tasks one could have written; the default):
+  V = G/(G−1) · Σ_g (Σ_{i∈g} e_i)² / T², df = G − 1, with G clusters (`--cluster`; CR1, the
+  small-sample cluster-robust variance) or G = T singleton clusters, where it is exactly
+  sd(e)²/T (Miller 2024).
+- benchmark (this fixed suite, only the attempts are random): V = Σ_i w_i² v_i with
+  v_i = s_i(1−s_i)/(n_i−1) the unbiased within-task binomial variance, df = Σ(n_i − 1).
+
+A variance floor keeps a finite sample from ever claiming certainty (all-0 runs, two tasks that
+both moved by +0.5): V' = max(V, V₀/(df + 1)), with V₀ = p̃(1−p̃)·mean(1/m_i)/T (task mean) or
+p̃(1−p̃)/Σm_i (pooled), the binomial variance at the Jeffreys-smoothed rate
+p̃ = (Σ x_i m_i + ½)/(Σ m_i + 1), m_i independent trials per task: one task's share of the
+variance a binomial would have. It binds only when the tasks agree far more than chance allows.
+An estimate in [0, 1] gets the Korn–Graubard interval: the Clopper–Pearson interval at the
+effective number of trials n* = p(1−p)/V' (population: at most Σm) times (z/t)², t = t_{0.975,
+df}; a difference gets estimate ± t·√V'. See docs/evalstats.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from functools import cache
+from itertools import repeat
+from operator import mul, truediv
+from typing import NamedTuple
+
+from endstate.evalstats.special import betaincinv, t_cdf, t_ppf
+
+Z95 = 1.959963984540054  # standard normal quantile at 0.975
+POPULATION, BENCHMARK = "population", "benchmark"
+
+
+class Spread(NamedTuple):
+    """The variance of an estimate (after the floor) and the degrees of freedom of its t."""
+
+    variance: float
+    df: float
+
+    @property
+    def se(self) -> float:
+        return math.sqrt(self.variance)
+
+
+def population_variance(influence: Sequence[float], clusters: Sequence[Hashable] | None = None
+                        ) -> tuple[float, float] | None:
+    """(V, df) of a mean over tasks from centred per-task influence values: CR1 over `clusters`
+    (None: every task its own), df = G − 1. None below two clusters."""
+    T = len(influence)
+    if clusters is None:
+        G = T
+        total = math.fsum(map(mul, influence, influence))
+    else:
+        sums: dict[Hashable, list[float]] = {}
+        for e, g in zip(influence, clusters):
+            sums.setdefault(g, []).append(e)
+        G = len(sums)
+        total = math.fsum(math.fsum(v) ** 2 for v in sums.values())
+    if G < 2:
+        return None
+    return G / (G - 1) * total / (T * T), G - 1.0
+
+
+def benchmark_variance(weights: Sequence[float], counts: Sequence[tuple[int, int]], smoothed: float
+                       ) -> tuple[float, float]:
+    """(V, df) of Σ w_i s_i over a fixed suite: within-task binomial variance only. A task with
+    one attempt has no within-task estimate and is given the smoothed rate's."""
+    total, df = [], 0.0
+    for w, (n, c) in zip(weights, counts):
+        s = c / n
+        v = s * (1 - s) / (n - 1) if n > 1 else smoothed * (1 - smoothed)
+        total.append(w * w * v)
+        df += max(n - 1, 1)
+    return math.fsum(total), df
+
+
+def floor_variance(values: Sequence[float], trials: Sequence[float], pooled: bool) -> float:
+    """V₀: the binomial variance at the Jeffreys-smoothed rate over all trials, of the task mean
+    (mean(1/m_i)/T) or of the pooled rate (1/Σm)."""
+    p = smoothed_rate(values, trials)
+    T = len(values)
+    if pooled:
+        return p * (1 - p) / sum(trials)
+    return p * (1 - p) * sum(map(truediv, repeat(1.0), trials)) / (T * T)
+
+
+def smoothed_rate(values: Sequence[float], trials: Sequence[float]) -> float:
+    """(Σx_i·m_i + ½)/(Σm_i + 1); plain sums: a floor needs no last-bit exactness."""
+    return (sum(map(mul, values, trials)) + 0.5) / (sum(trials) + 1.0)
+
+
+def spread(raw: tuple[float, float] | None, floor: float) -> Spread | None:
+    """The variance, never below V₀/(df + 1) (one task's share of the binomial floor), and its
+    degrees of freedom."""
+    if raw is None:
+        return None
+    variance, df = raw
+    return Spread(max(variance, floor / (df + 1.0)), df)
+
+
+@cache
+def _t975(df: float) -> float:
+    return t_ppf(0.975, df)
+
+
+def rate_interval(estimate: float | None, s: Spread | None, trials: float, cap: bool = True
+                  ) -> list[float] | None:
+    """Korn–Graubard 95% interval of a rate in [0, 1]: Clopper–Pearson at the effective number
+    of trials p(1−p)/V (with `cap`, never more than the trials there were: the population
+    rule), shrunk for the t's degrees of freedom; at p = 0 or 1, the trials there were."""
+    if estimate is None or s is None:
+        return None
+    t = _t975(s.df)
+    p = min(max(estimate, 0.0), 1.0)
+    n = p * (1 - p) / s.variance if p * (1 - p) > 0 else trials
+    n = min(n, trials) if cap else n
+    n *= (Z95 / t) ** 2
+    x = p * n
+    lo = 0.0 if x <= 0 else betaincinv(x, n - x + 1, 0.025)
+    hi = 1.0 if x >= n else betaincinv(x + 1, n - x, 0.975)
+    return [round(lo, 12), round(hi, 12)]  # 1.5e-90 and 0.9999999999999998 are 0 and 1 to a reader
+
+
+def difference_interval(delta: float | None, s: Spread | None) -> list[float] | None:
+    """delta ± t_{0.975, df}·SE, clipped to [−1, 1]."""
+    if delta is None or s is None:
+        return None
+    half = _t975(s.df) * s.se
+    return [max(-1.0, delta - half), min(1.0, delta + half)]
+
+
+def prob_positive(delta: float | None, s: Spread | None) -> float | None:
+    """P(true Δ > 0) under a flat prior on Δ: the t(df) CDF at Δ/SE (one minus the one-sided
+    p-value of the paired t-test). The floor keeps SE > 0."""
+    if delta is None or s is None:
+        return None
+    return t_cdf(delta / s.se, s.df)

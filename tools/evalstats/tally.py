@@ -1,0 +1,194 @@
+"""From attempt records to a mergeable tally: per (task, grouping values) counts, the coverage
+gate's per-key counts, and what finds duplicate keys (core.attempt_keys)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import starmap
+from operator import attrgetter
+from typing import Any, NamedTuple
+
+from endstate.core.attempt_keys import WIDE, repeated_tasks
+from endstate.core.schemas import attribute, record_struct
+
+
+class Counts(NamedTuple):
+    """One task's attempts within a group."""
+
+    attempts: int  # clean attempts (status ok): n of the estimators
+    successes: int  # c of the estimators
+    system_errors: int
+    cost_usd: float  # summed over the priced attempts
+    priced_attempts: int  # attempts with a cost (clean or not)
+    unpriced_attempts: int  # attempts of a --price model without agent token counts
+    seen: int  # bitmask of the clean attempt numbers (duplicate keys)
+
+
+@dataclass(slots=True)
+class Cell:
+    """A mutable Counts: the attempts of one tally cell, added to as they are read."""
+
+    attempts: int = 0
+    successes: int = 0
+    system_errors: int = 0
+    cost_usd: float = 0.0
+    priced_attempts: int = 0
+    unpriced_attempts: int = 0
+    seen: int = 0
+
+    def add(self, other: Cell) -> None:
+        self.attempts += other.attempts
+        self.successes += other.successes
+        self.system_errors += other.system_errors
+        self.cost_usd += other.cost_usd
+        self.priced_attempts += other.priced_attempts
+        self.unpriced_attempts += other.unpriced_attempts
+        self.seen |= other.seen
+
+
+# Every cell is read once per grouping and pickled by a forked reader: both in C.
+cell_values = attrgetter(*Counts._fields)  # a Cell's values, in Counts order
+
+
+@dataclass(slots=True)
+class KeyCounts:
+    """Per (task_id, attempt) key, for the coverage gate: its records, and its system errors
+    (only keys that have one)."""
+
+    records: dict[tuple[str, int], int] = field(default_factory=dict)
+    system_errors: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def add(self, other: KeyCounts) -> None:
+        for mine, theirs in ((self.records, other.records),
+                             (self.system_errors, other.system_errors)):
+            get = mine.get
+            for key, n in theirs.items():
+                mine[key] = get(key, 0) + n
+
+
+@dataclass
+class Tally:
+    """What the attempts say, keyed finely enough for every grouping asked for: a Cell per
+    (task_id, *values of `fields`); the KeyCounts when the coverage gate needs them; the clean
+    keys with attempt numbers >= WIDE (`wide`; the smaller ones are in each Cell's bitmask)."""
+
+    fields: tuple[str, ...] = ()
+    cells: dict[tuple, Cell] = field(default_factory=dict)
+    keys: KeyCounts | None = None
+    wide: list[tuple[str, int]] = field(default_factory=list)
+
+    def __reduce__(self):  # as plain tuples: ~2x faster than pickling Cell by Cell
+        return _tally_from_values, (self.fields, list(self.cells),
+                                    list(map(cell_values, self.cells.values())), self.keys,
+                                    self.wide)
+
+    def repeated(self) -> list[str]:
+        """Tasks with two clean records of one attempt, in one cell or across its cells (records
+        of one key that disagree on a --by field)."""
+        return repeated_tasks(((k[0], c.seen, c.attempts) for k, c in self.cells.items()), self.wide)
+
+
+def _tally_from_values(fields, keys, values, key_counts, wide) -> Tally:
+    return Tally(fields, dict(zip(keys, starmap(Cell, values))), key_counts, wide)
+
+
+def _hashable(value: Any) -> Any:
+    return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
+
+
+class Grid(NamedTuple):
+    """The coverage gate's expected keys: these tasks × attempts 0..repeats-1."""
+
+    task_ids: frozenset[str]
+    repeats: int
+
+
+def tally_fn(fields: Sequence[str], prices: Mapping[str, tuple[float, float]],
+             grid: Grid | None = None):
+    """A tally for fold_jsonl over attempts decoded as `tally.struct` (the attempt Struct with
+    `fields` added). Prices are USD per million agent prompt/completion tokens. With a `grid`
+    (the coverage gate) every key is counted, and only the records inside it are tallied."""
+    fields = tuple(fields)
+    struct = record_struct("attempt", fields)
+    values = attrgetter(*(attribute(struct, f) for f in fields)) if fields else None
+
+    def tally(records: Iterable[Any]) -> Tally:
+        t = Tally(fields, {}, KeyCounts() if grid else None)
+        _count(t, _inside(records, t.keys, grid) if grid else records, values, len(fields) == 1,
+               prices)
+        return t
+
+    tally.struct = struct
+    return tally
+
+
+def _inside(records: Iterable[Any], keys: KeyCounts, grid: Grid) -> Iterator[Any]:
+    """Count every record's key for the gate; pass on only those the grid expects."""
+    key_records, key_errors = keys.records, keys.system_errors
+    expected, repeats = grid
+    for r in records:
+        key = (r.task_id, r.attempt)
+        key_records[key] = key_records.get(key, 0) + 1
+        if r.status != "ok":
+            key_errors[key] = key_errors.get(key, 0) + 1
+        if r.task_id in expected and r.attempt < repeats:
+            yield r
+
+
+def _count(t: Tally, records: Iterable[Any], values, single: bool, prices) -> None:
+    """The hot loop: add each record to its cell (attrgetter of one name returns the value, not
+    a tuple: `single`)."""
+    cells, wide = t.cells, t.wide
+    for r in records:
+        tid = r.task_id
+        key = (tid,) if values is None else (tid, values(r)) if single else (tid, *values(r))
+        try:
+            cell = cells.get(key)
+        except TypeError:  # a --by field holding a list or object
+            key = (tid, *map(_hashable, key[1:]))
+            cell = cells.get(key)
+        if cell is None:
+            cell = cells[key] = Cell()
+        if r.status == "ok":
+            cell.attempts += 1
+            cell.successes += r.reward
+            if (a := r.attempt) < WIDE:
+                cell.seen |= 1 << a
+            else:
+                wide.append((tid, a))
+        else:
+            cell.system_errors += 1
+        cost = r.cost_usd
+        if prices and r.model in prices:
+            cost = priced_cost(r, prices[r.model])
+            if cost is None:
+                cell.unpriced_attempts += 1
+        if cost is not None:
+            cell.cost_usd += cost
+            cell.priced_attempts += 1
+
+
+def priced_cost(record: Any, price: tuple[float, float]) -> float | None:
+    """USD of an attempt at `price` (per million agent prompt, completion tokens); None when it
+    has no agent token counts (it is unpriced, never free)."""
+    agent = record.usage.get("agent") if record.usage else None
+    if agent is None:
+        return None
+    prompt_usd, completion_usd = price
+    return (agent.prompt_tokens * prompt_usd + agent.completion_tokens * completion_usd) / 1e6
+
+
+def merge(parts: list[Tally]) -> Tally:
+    out = parts[0]
+    for part in parts[1:]:
+        out.wide += part.wide
+        for key, cell in part.cells.items():
+            mine = out.cells.get(key)
+            if mine is None:
+                out.cells[key] = cell
+            else:
+                mine.add(cell)
+        if out.keys is not None:
+            out.keys.add(part.keys)
+    return out
