@@ -362,3 +362,14 @@ def test_the_tool_prefill_counts_toward_max_context():
     with pytest.raises(AssertionError, match="sampled past"):  # without prefill it fits: it samples
         asyncio.run(session(False).act())
 
+
+
+def test_a_diff_that_breaks_the_schema_is_bad_input_with_its_line(tmp_path, domains, tasks):
+    task = tasks.get("retail-cancel-pending")
+    episode = replay(domains["retail"], task, task["gold"])
+    table = next(t for t, entry in episode["changes"].items() if entry.get("updated"))
+    column = next(iter(episode["changes"][table]["updated"][0]["after"]))
+    episode["changes"][table]["updated"][0]["after"][column] = None  # NOT NULL in the schema
+    path = write_jsonl(tmp_path / "e.jsonl", [episode])
+    p = run_tool("grade", path)
+    assert p.returncode == 4 and f"{path}:1:" in p.stderr and "breaks the domain's schema" in p.stderr, p.stderr

@@ -199,8 +199,12 @@ def replay_checked(conn: sqlite3.Connection, domain: Domain, changes: Changes) -
             _well_formed(t, e["key"], e["row"], with_key=True)
             _expect(conn, t, e["key"], None, "inserted")
             rows.append(Touched(t, _key(t, e["key"]), None, e["row"], None))
-    for sql, params in compile_replay(rows):
-        conn.executemany(sql, params)
+    try:
+        for sql, params in compile_replay(rows):
+            conn.executemany(sql, params)
+    except sqlite3.IntegrityError as e:  # a NOT NULL, CHECK or UNIQUE the domain's schema enforces
+        raise EndstateError(f"the recorded diff breaks the domain's schema ({e}): it was not made "
+                            "by this domain's tools, or the schema changed since") from None
 
 
 def _key(t: Table, key: dict[str, Any]) -> tuple:

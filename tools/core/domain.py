@@ -216,6 +216,15 @@ def install_change_log(conn: sqlite3.Connection, tables: dict[str, Table]) -> No
                      f"BEGIN {save_old} END")
 
 
+def remove_change_log(conn: sqlite3.Connection) -> None:
+    """Drop what install_change_log added, from a copy of a state that leaves endstate."""
+    found = conn.execute("SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'table') "
+                         "AND substr(name, 1, ?) = ? ORDER BY type = 'table'",
+                         (len(LOG_PREFIX), LOG_PREFIX)).fetchall()
+    for kind, name in found:  # the triggers first: they write to the tables
+        conn.execute(f'DROP {kind.upper()} "{name}"')
+
+
 def _candidate_dirs(extra: Sequence[str]) -> list[Path]:
     """Each entry is a domain folder itself or a folder of domain folders."""
     found = []

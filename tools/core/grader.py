@@ -11,7 +11,7 @@ from typing import Any
 
 from endstate import TASKS_DIR, __version__
 from endstate.core.checks import KINDS, Context, TaskError
-from endstate.core.domain import Domains
+from endstate.core.domain import Domain, Domains
 from endstate.core.episode import replay
 from endstate.core.episode_record import graded_episode
 from endstate.core.errors import EndstateError
@@ -110,15 +110,7 @@ class Grader:
         grader = {"version": __version__, "judge_model": self.judge.model if self.judge else None}
         if episode["status"] == "system_error":
             return graded_episode(episode, grader, None, [])
-        if episode["domain"] != task["domain"]:
-            raise EndstateError(f"episode {episode['episode_id']} ran in domain {episode['domain']!r} "
-                                f"but task {task['id']} is in {task['domain']!r}: pass the --tasks "
-                                "file the episode was run from")
-        domain = self.domains[task["domain"]]
-        if episode["seed_digest"] != domain.seed()[1]:
-            raise EndstateError(f"episode {episode['episode_id']} was recorded on seed "
-                                f"{episode['seed_digest'][:19]}… but domain {domain.name} now seeds "
-                                f"{domain.seed()[1][:19]}…: re-run it, or grade with that domain version")
+        check_recorded_on(self.domains[task["domain"]], episode, task)
         before = dict(self.judge.usage) if self.judge else None
         try:
             results = self.check(task, episode["changes"], episode["messages"])
@@ -134,6 +126,19 @@ class Grader:
         judge_usage = {k: self.judge.usage[k] - before[k] for k in before}
         return graded_episode(episode, grader, reward(results), results,
                               usage={**episode.get("usage", {}), "judge": judge_usage})
+
+
+def check_recorded_on(domain: Domain, episode: dict[str, Any], task: dict[str, Any]) -> None:
+    """The episode ran in its task's domain, on the seed the domain builds now: else its diff does
+    not describe this state, and neither grading nor `grade state` may replay it."""
+    if episode["domain"] != task["domain"]:
+        raise EndstateError(f"episode {episode['episode_id']} ran in domain {episode['domain']!r} "
+                            f"but task {task['id']} is in {task['domain']!r}: pass the --tasks "
+                            "file the episode was run from")
+    if episode["seed_digest"] != domain.seed()[1]:
+        raise EndstateError(f"episode {episode['episode_id']} was recorded on seed "
+                            f"{episode['seed_digest'][:19]}… but domain {domain.name} now seeds "
+                            f"{domain.seed()[1][:19]}…: re-run it, or use that domain version")
 
 
 def reward(results: list[dict[str, Any]]) -> int:

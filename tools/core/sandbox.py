@@ -317,13 +317,29 @@ class Sandbox:
             with self._state("grade") as conn, _locked(conn, budget):
                 yield conn
             return
+        with self._private() as conn, _locked(conn, budget):
+            yield conn
+
+    def copy_to(self, dest: sqlite3.Connection) -> None:
+        """Copy the state, change log included, into `dest` (`grade state` writes it to a file).
+        Committed on a private connection first: a backup sees committed pages only."""
+        with self._private() as conn:
+            conn.set_authorizer(None)  # it commits, and no tool ever runs on it
+            conn.execute("COMMIT")
+            conn.backup(dest)
+
+    @contextmanager
+    def _private(self) -> Iterator[sqlite3.Connection]:
+        """The state on a connection of its own, in a transaction, closed after the block: nothing
+        done on it reaches the shared seed connections."""
+        rows = self._replay if self._pinned is None else \
+            compile_replay(touched(self._pinned, self.tables))  # a pinned one's replay is stale
         conn = _new_connection(self.domain)
         try:
             conn.execute("BEGIN")
-            for sql, rows in self._replay:
-                conn.executemany(sql, rows)
-            with _locked(conn, budget):
-                yield conn
+            for sql, params in rows:
+                conn.executemany(sql, params)
+            yield conn
         finally:
             conn.close()
 

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from endstate.core import stdio
+from endstate.core.changes import row_count
 from endstate.core.cli import common_options, env_domain_dirs, judge_options, run, tool_group
 from endstate.core.domain import Domains
-from endstate.core.errors import ConfigurationError, EndstateError, ExitCode
-from endstate.core.grader import Grader, TaskIndex, builtin_task_files
+from endstate.core.errors import ConfigurationError, EndstateError, ExitCode, InputError
+from endstate.core.grader import Grader, TaskIndex, builtin_task_files, check_recorded_on
 from endstate.core.judge import Judge
 from endstate.core.progress import Progress, note
 from endstate.core.records import SkipLog, fail, read_jsonl, write_jsonl
 from endstate.grade.listing import count, listing, matches, summary_table
+from endstate.grade.state import pick_episode, write_state
 from endstate.grade.validate import validate_task
 
 
@@ -170,6 +173,74 @@ def tasks(task_files, domain_names, splits, tags, summary, full, domain_dirs, sk
         write_jsonl(lines())
     if skip:
         skip.report()
+
+
+@cli.command()
+@click.argument("episodes", nargs=-1, type=click.Path(allow_dash=True))
+@click.option("--task", "task_id", help="The episode's task id (with --gold or --initial: the task).")
+@click.option("--attempt", type=click.IntRange(0), help="The episode's attempt number.")
+@click.option("--episode-id", help="The episode's episode_id, when --task and --attempt match several.")
+@click.option("--gold", is_flag=True, help="The end state of the task's gold calls instead.")
+@click.option("--initial", is_flag=True, help="Seed + the task's init instead, before any call.")
+@click.option("-o", "--out", "out_file", required=True, type=click.Path(dir_okay=False),
+              help="The SQLite file to write.")
+@click.option("--diff-db", is_flag=True,
+              help="Add a _changed_<table> table per table: the before/after rows of each change.")
+@click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
+@click.option("--tasks", "task_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Task definitions (JSONL, repeatable). Default: the built-in suites.")
+@common_options(domains=True, skip_invalid=True)
+def state(episodes, task_id, attempt, episode_id, gold, initial, out_file, diff_db, force,
+          task_files, domain_dirs, skip_invalid):
+    """Write the database an episode left behind to a SQLite file (sqlite3, sqlite-utils and
+    Datasette open it), rebuilt as the grader rebuilds it: seed + the task's init + the episode's
+    recorded diff. --gold writes the task's gold end state instead, --initial seed + init.
+
+    Reads EPISODES files or stdin; --task, --attempt and --episode-id pick the episode (not needed
+    when only one is there). With --gold or --initial, --task alone names the task.
+
+    \b
+    Example:
+      grade state episodes.jsonl --task retail-cancel-pending --attempt 0 --diff-db -o end.db
+      sqlite-utils tables end.db --counts
+      sqlite-utils query end.db "select _side, id, status from _changed_orders"
+      grade state --gold --task retail-cancel-pending -o gold.db
+    """
+    if gold and initial:
+        raise click.UsageError("--gold and --initial are alternatives; pass one of them")
+    if diff_db and initial:
+        raise click.UsageError("--diff-db shows what an episode changed on seed + init; "
+                               "--initial has no changes: leave one out")
+    out = Path(out_file)
+    if out.exists() and not force:
+        raise EndstateError(f"{out} exists; pass --force to overwrite it, or another -o FILE")
+    domains = Domains([*domain_dirs, *env_domain_dirs()])
+    tasks = TaskIndex(domains, task_files)
+    loc = episode = None
+    if not (task_id and (gold or initial)):
+        skip = SkipLog() if skip_invalid else None
+        loc, episode = pick_episode(read_jsonl(list(episodes), "episode", skip=skip),
+                                    ", ".join(episodes) or "stdin", task_id, attempt, episode_id)
+        if skip:
+            skip.report()
+        task_id = episode["task_id"]
+    task = tasks.get(task_id)
+    if task is None:
+        where = " or ".join(task_files) if task_files else "the built-in suites"
+        raise EndstateError(f"unknown task id {task_id!r} (not in {where}); pass --tasks FILE that "
+                            "defines it")
+    domain = domains[task["domain"]]
+    if gold or initial:
+        changes, what = (Grader(domains).gold_changes(task), "gold") if gold else ({}, "initial")
+    else:
+        check_recorded_on(domain, episode, task)
+        changes, what = episode["changes"], f"episode {episode['episode_id']}"
+    try:
+        counts = write_state(domain, task.get("init"), changes, out, diff_tables=diff_db)
+    except EndstateError as e:
+        raise (InputError(f"{loc}: {e.message}") if loc else e) from None
+    click.echo(f"wrote {out}: {what} of task {task_id} ({domain.name}), {len(counts)} tables, "
+               f"{sum(counts.values()):,} rows, {row_count(changes)} changed row(s)", err=True)
 
 
 main = run(cli)
