@@ -71,7 +71,9 @@ for who in base trained; do
   model=embedded
   [ "$who" = trained ] && model=$TRAINED
   touch "$OUT/eval_$who.jsonl"
-  $BIN/probe "$OUT/bench.jsonl" -n "$REPEATS" "${EPISODE[@]}" --model "$model" --tool-prefill \
+  # No prompting flags: the checkpoint's endstate.json records how it was trained (as the
+  # embedded model's does), so base and trained are prompted alike.
+  $BIN/probe "$OUT/bench.jsonl" -n "$REPEATS" "${EPISODE[@]}" --model "$model" \
     --episodes "$OUT/eval_${who}_episodes.jsonl" --resume "$OUT/eval_$who.jsonl" >> "$OUT/eval_$who.jsonl"
 done
 

@@ -591,3 +591,21 @@ def test_duplicates_across_forked_readers_and_cells():
     assert Tl.merge([tally(wide[:1]), tally(wide)]).repeated() == ["A"]
     errors = [msgspec.structs.replace(recs[0], status="system_error", reward=None), recs[0]]
     assert tally(errors).repeated() == []  # a re-run system error is not a duplicate
+
+
+def test_compare_warns_when_base_and_new_were_prompted_differently(tmp_path):
+    from conftest import run_tool
+
+    def attempts(path, tool_format):
+        prompting = {"few_shot": True, "tool_prefill": True, "tool_format": tool_format, "interpreter": "1"}
+        path.write_bytes(b"".join(orjson.dumps({"task_id": f"t{i}", "attempt": 0, "reward": i % 2,
+                                                "status": "ok", "prompting": prompting}) + b"\n"
+                                  for i in range(4)))
+        return str(path)
+
+    base = attempts(tmp_path / "base.jsonl", "signatures")
+    alike = run_tool("evalstats", "compare", base, attempts(tmp_path / "same.jsonl", "signatures"))
+    assert alike.returncode == 0 and "not prompted alike" not in alike.stderr
+    mixed = run_tool("evalstats", "compare", base, attempts(tmp_path / "new.jsonl", "json"))
+    assert mixed.returncode == 0, mixed.stderr
+    assert 'not prompted alike (tool_format: "json" vs "signatures")' in mixed.stderr

@@ -82,24 +82,42 @@ def test_checkpoint_loads_in_probe_and_export_matches(tmp_path, tiny_model, butt
     same weights from the DeepSpeed state (ZeRO-2 here, so zero_to_fp32 is exercised)."""
     from click.testing import CliRunner
 
+    from endstate.core.prompting import recorded
     from endstate.grpo.cli import cli
-    from endstate.grpo.train import train
+    from endstate.grpo.train import run_config, train
 
     out = tmp_path / "run"
-    train(config(tiny_model, buttons, out, steps=1, deepspeed="zero2", micro_batch=8))
+    # Prompted unlike the generic defaults (few-shot on, JSON specs): the checkpoint must carry it.
+    cfg = config(tiny_model, buttons, out, steps=1, deepspeed="zero2", micro_batch=8,
+                 tool_format="signatures")
+    train(cfg)
+    trained_with = run_config(cfg, 0).prompting
     hf = out / "checkpoints/step-000001/hf"
+    assert recorded(hf) == {"few_shot": False, "tool_prefill": False, "tool_format": "signatures"}
     result = CliRunner().invoke(cli, ["export", str(out), str(tmp_path / "exported")])
     assert result.exit_code == 0, result.output
     exported, saved = _weights(tmp_path / "exported"), _weights(hf)
     for k in saved:
         torch.testing.assert_close(exported[k], saved[k])
-    probe = subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), "probe"), buttons["pool"], "-n", "1",
-         "--model", str(tmp_path / "exported"), "--domains", buttons["domain"], "--max-new-tokens", "3",
-         "--max-context", "512", "--no-few-shot"], capture_output=True, text=True, timeout=300, check=False)
-    assert probe.returncode == 0, probe.stderr
-    records = [orjson.loads(x) for x in probe.stdout.splitlines()]
-    assert len(records) == 8 and {r["status"] for r in records} == {"ok"}
+
+    def probe(*flags):
+        episodes = tmp_path / f"episodes{len(flags)}.jsonl"
+        p = subprocess.run(
+            [os.path.join(os.path.dirname(sys.executable), "probe"), buttons["pool"], "-n", "1",
+             "--model", str(tmp_path / "exported"), "--domains", buttons["domain"], "--max-new-tokens",
+             "3", "--max-context", "512", "--episodes", str(episodes), *flags],
+            capture_output=True, text=True, timeout=300, check=False)
+        assert p.returncode == 0, p.stderr
+        records = [orjson.loads(x) for x in p.stdout.splitlines()]
+        assert len(records) == 8 and {r["status"] for r in records} == {"ok"}
+        policies = [orjson.loads(x)["policy"] for x in episodes.read_bytes().splitlines()]
+        return p.stderr, [{k: pol[k] for k in trained_with} for pol in policies]
+
+    stderr, prompted = probe()  # no prompting flags: prompted as in training
+    assert prompted == [trained_with] * 8 and "prompted unlike" not in stderr
+    stderr, prompted = probe("--tool-format", "json")  # a flag wins, and says so
+    assert {p["tool_format"] for p in prompted} == {"json"}
+    assert "tool_format: 'signatures' -> 'json'" in stderr and "prompted unlike its record" in stderr
 
 
 @pytest.mark.skipif(not os.environ.get("ENDSTATE_SLOW"), reason="SmolLM2 on CPU: ~70 s on 2 idle cores, ~9 min on a loaded box; ENDSTATE_SLOW=1")

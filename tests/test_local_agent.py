@@ -126,6 +126,11 @@ def test_a_real_episode_on_the_embedded_model(smol, domains, tasks, tmp_path):
     p = run_tool("rollout", "parity", str(path))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "mismatch(es)" in p.stderr
+    # One comparison, two ways of prompting: parity says so.
+    episodes[1]["policy"] = {**episodes[1]["policy"], "tool_format": "json"}
+    path.write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    p = run_tool("rollout", "parity", str(path))
+    assert p.returncode == 1 and 'prompted differently: tool_format "json" vs "signatures"' in p.stdout
 
 
 def test_tool_format_signatures_shortens_the_prompt_and_is_recorded(smol, domains):
@@ -138,7 +143,7 @@ def test_tool_format_signatures_shortens_the_prompt_and_is_recorded(smol, domain
         systems[fmt] = build_backend(cfg, smol).open(domains["retail"], specs).system
         assert cfg.policy()["tool_format"] == fmt
     assert "get_order(order_id: string): " in systems["signatures"]
-    assert RunConfig().tools_in_prompt == "signatures"  # the embedded model's default
-    assert RunConfig(backend="chat", agent_urls=["http://x"]).tools_in_prompt == "json"
+    assert RunConfig().prompting["tool_format"] == "signatures"  # the embedded model records it
+    assert RunConfig(backend="chat", agent_urls=["http://x"]).prompting["tool_format"] == "json"
     tokens = {fmt: len(smol[1].encode(text)) for fmt, text in systems.items()}
     assert tokens["signatures"] < 0.6 * tokens["json"]

@@ -106,7 +106,7 @@ def test_an_attempt_is_built_through_the_schema_struct():
               "cost_usd": None, "episode_id": "t/2/x"}
     attempt = attempt_record(graded)
     assert list(attempt) == ["task_id", "domain", "attempt", "reward", "status", "model", "usage",
-                             "cost_usd", "episode_id", "error"]  # the schema's order
+                             "cost_usd", "episode_id", "error", "prompting"]  # the schema's order
     assert schemas.problem("attempt", attempt) is None
     with pytest.raises(ValueError, match="reward must be null exactly when status is system_error"):
         attempt_record({**graded, "reward": None})

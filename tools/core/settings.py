@@ -21,9 +21,10 @@ class EpisodeSettings:
     max_context: int = 8192
     max_turns: int | None = None  # None: the task's max_turns, else DEFAULT_MAX_TURNS
     jobs: int = 8
-    few_shot: bool = True
-    tool_prefill: bool | None = None  # None: on for the embedded model on the local backend
-    tool_format: str | None = None  # None: signatures for the embedded model, else json
+    # prompting: None = what the model folder records, else the generic default (core.prompting)
+    few_shot: bool | None = None
+    tool_prefill: bool | None = None
+    tool_format: str | None = None
     device: str = "cpu"
 
 
@@ -34,12 +35,15 @@ HELP = {
     "max_context": "End the episode (context_overflow) rather than exceed this many tokens.",
     "max_turns": "Agent calls per episode [default: the task's max_turns, else 30].",
     "jobs": "Episodes in flight (the local backend generates up to this many prompts per batch).",
-    "few_shot": "Show the domain's example turns.",
+    "few_shot": "Show the domain's example turns [default: as the model folder's endstate.json "
+                "records, else on].",
     "tool_prefill": "Token-level backends: start the agent's turn after each user message with "
-                    "<tool_call> (prompt, not sampled) [default: on for the embedded model].",
+                    "<tool_call> (prompt, not sampled) [default: as the model folder records "
+                    "(on for the embedded model), else off].",
     "tool_format": "Token-level backends: list the tools in the system prompt as JSON specs, or as "
                    "one-line signatures without argument descriptions (~half the tokens) "
-                   "[default: signatures for the embedded model on the local backend, else json].",
+                   "[default: as the model folder records (signatures for the embedded model), "
+                   "else json].",
     "device": "local backend: cpu, cuda, cuda:1...",
 }
 # click types beyond the field's: choices, and the range of every number (a usage error naming the

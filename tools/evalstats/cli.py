@@ -18,6 +18,7 @@ from endstate.evalstats import metrics as M
 from endstate.evalstats import render
 from endstate.evalstats import tally as T
 from endstate.evalstats.compare import compare as compare_runs
+from endstate.evalstats.prompting_check import warn_mixed_prompting
 
 
 def _ks(ctx, param, value):
@@ -277,6 +278,7 @@ def compare(base, new, by_fields, ks, tasks_file, estimand, duplicates, fmt, plo
     except M.KTooLarge as e:
         raise EndstateError(f"--k {e.k}: task {e.task_id!r} has only {e.n} clean attempt(s) in one "
                             f"of the runs; use k <= {e.n}", ExitCode.USAGE) from None
+    warn_mixed_prompting(base, new)
     _write(report, fmt, render.compare_table)
     if plot_file:
         render.plot_compare(report, plot_file)

@@ -32,12 +32,19 @@ def latest_checkpoint(out: Path) -> Path | None:
     return out / "checkpoints" / marker.read_text().strip()
 
 
-def save_checkpoint(policy, out: Path, step: int, client_state: dict[str, Any]) -> Path:
+def save_checkpoint(policy, out: Path, step: int, client_state: dict[str, Any],
+                    prompting: dict[str, Any]) -> Path:
+    """Save the step; its HF folder also records how the policy was prompted in training, so
+    rollout and probe prompt it the same way by default (core.prompting)."""
     import torch.distributed as dist
+
+    from endstate.core.prompting import record
+    from endstate.grpo.engine import HF_DIR
 
     folder = checkpoint_dir(out, step)
     policy.save(folder, client_state)  # collective
     if dist.get_rank() == 0:
+        record(folder / HF_DIR, prompting)
         public = {k: v for k, v in client_state.items() if k != "rng"}
         (folder / "state.json").write_bytes(orjson.dumps(public, option=orjson.OPT_INDENT_2))
         tmp = out / "checkpoints" / ".latest.tmp"

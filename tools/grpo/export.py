@@ -3,9 +3,11 @@ so it works for every ZeRO stage and does not depend on the hf/ copy written dur
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from endstate.core.errors import EndstateError
+from endstate.core.prompting import PROMPTING_FILE
 from endstate.grpo.checkpoint import latest_checkpoint
 from endstate.grpo.engine import HF_DIR
 
@@ -58,4 +60,6 @@ def export_checkpoint(checkpoint: Path, target: Path) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(target, safe_serialization=True)
     AutoTokenizer.from_pretrained(hf).save_pretrained(target)
+    if (hf / PROMPTING_FILE).exists():  # how it was prompted in training travels with it
+        shutil.copyfile(hf / PROMPTING_FILE, target / PROMPTING_FILE)
     return folder

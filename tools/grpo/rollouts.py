@@ -20,7 +20,7 @@ from endstate.core.agents import TokenBackend
 from endstate.core.grader import Grader
 from endstate.core.local_model import Generation
 from endstate.core.progress import Progress
-from endstate.core.runtime import ATTEMPT_COUNTS, RunConfig, run_all
+from endstate.core.runtime import ATTEMPT_COUNTS, RunConfig, run_all, token_prompting
 from endstate.core.trace import ChatTemplate
 from endstate.grpo.sampling import Group
 
@@ -79,8 +79,7 @@ def run_groups(tasks: list[dict[str, Any]], group_size: int, cfg: RunConfig, dom
     the attempts so they stay unique across steps."""
     assert len(attempt_bases) == len(tasks)
     sampler = LockstepSampler(generate, max_batch=cfg.jobs)
-    backend = TokenBackend(template, sampler.sample, cfg.sampling, cfg.max_context, cfg.few_shot,
-                           cfg.prefill, cfg.tools_in_prompt)
+    backend = TokenBackend(template, sampler.sample, cfg.sampling, cfg.max_context, *token_prompting(cfg))
     keys = []
     slots: dict[tuple[str, int], tuple[int, int]] = {}  # (task_id, attempt) -> (group, index)
     for g, (task, base) in enumerate(zip(tasks, attempt_bases)):

@@ -275,7 +275,8 @@ class Trainer:
                 progress.advance({"skipped" if history[-1]["skipped"] else "trained": 1},
                                  history[-1]["generated_tokens"])
                 if self.step % cfg.save_freq == 0 or self.step == cfg.steps:
-                    save_checkpoint(self.policy, self.out, self.step, self.client_state())
+                    save_checkpoint(self.policy, self.out, self.step, self.client_state(),
+                                    run_config(cfg, 0).prompting)
                     if cfg.plot and self.rank == 0:
                         from endstate.grpo.plot import plot_metrics
 

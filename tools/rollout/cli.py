@@ -7,7 +7,7 @@ import sys
 import click
 import orjson
 
-from endstate.core import stdio
+from endstate.core import prompting, stdio
 from endstate.core.cli import common_options, env_domain_dirs, run, tool_group
 from endstate.core.domain import Domains
 from endstate.core.errors import ExitCode
@@ -68,7 +68,9 @@ def run_cmd(task_files, repeats, resume, cfg, shard, domain_dirs, skip_invalid, 
 def parity(episodes, domain_dirs, skip_invalid):
     """Re-interpret every recorded raw completion with this endstate's interpreter and compare
     tool names, typed arguments, reasoning and text with what the episode recorded (what the
-    serving endpoint parsed, for the chat backend). Prints mismatches per turn; exit 1 if any.
+    serving endpoint parsed, for the chat backend). Prints mismatches per turn, and whether the
+    episodes were prompted differently (few-shot, prefill, tool format, interpreter); exit 1 if
+    any.
 
     \b
     Example:
@@ -77,7 +79,9 @@ def parity(episodes, domain_dirs, skip_invalid):
     mismatches = turns = 0
     skip = SkipLog() if skip_invalid else None
     domains = Domains([*domain_dirs, *env_domain_dirs()])
+    policies = []
     for loc, episode in read_jsonl(list(episodes), "episode", skip=skip):
+        policies.append(prompting.of(episode.get("policy") or {}))
         tools = domains[episode["domain"]].tools if episode["domain"] in domains.by_name else {}
         params = {n: t.parameters for n, t in tools.items()}
         for i, m in enumerate(episode["messages"]):
@@ -100,6 +104,11 @@ def parity(episodes, domain_dirs, skip_invalid):
                 stdio.echo(f"{loc}: {episode['episode_id']} message {i}: " + "; ".join(problems))
     if skip:
         skip.report()
+    mixed = prompting.differences(policies)
+    if mixed:  # one comparison, two ways of prompting: the numbers would not mean one thing
+        mismatches += 1
+        stdio.echo("episodes were prompted differently: " + "; ".join(
+            f"{k} {' vs '.join(sorted(v))}" for k, v in mixed.items()))
     click.echo(f"parity: {turns} turn(s), {mismatches} mismatch(es)", err=True)
     if mismatches:
         sys.exit(ExitCode.NO)

@@ -1,0 +1,42 @@
+"""Whether two runs were prompted alike: a comparison of BASE and NEW that also changed the
+few-shot turns, the tool prefill, the tool format or the interpreter measures two changes at once.
+
+Attempts record their `prompting` (core/prompting.py). It is found with a byte search rather than a
+second parse: one pass over the file at memory speed, instead of decoding every record again.
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+
+import click
+import orjson
+
+from endstate.core.prompting import differences
+
+_PROMPTING = re.compile(rb'"prompting"\s*:\s*(\{[^{}]*\})')
+
+
+def promptings(path: str) -> list[dict]:
+    """The distinct `prompting` objects the attempts of `path` record (none for stdin)."""
+    if path == "-":
+        return []
+    with open(path, "rb") as fh:
+        try:
+            data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file cannot be mapped
+            return []
+        with data:
+            found = {m.group(1) for m in _PROMPTING.finditer(data)}
+    return [orjson.loads(raw) for raw in found]
+
+
+def warn_mixed_prompting(base: str, new: str) -> None:
+    """Say on stderr when BASE and NEW (or the attempts within one) were prompted differently."""
+    mixed = differences([*promptings(base), *promptings(new)])
+    if mixed:
+        click.echo("warning: BASE and NEW were not prompted alike (" + "; ".join(
+            f"{k}: {' vs '.join(sorted(v))}" for k, v in mixed.items()) + "): the comparison "
+            "measures the prompt change too. Probe both without prompting flags, or with the same.",
+            err=True)
