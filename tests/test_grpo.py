@@ -8,6 +8,8 @@ import math
 import pytest
 import torch
 from click.testing import CliRunner
+from grpo_fixtures import buttons, tiny_model  # noqa: F401 - pytest fixtures
+
 from endstate.grpo.algorithm import (
     aggregate,
     clipped_surrogate,
@@ -18,7 +20,6 @@ from endstate.grpo.algorithm import (
 )
 from endstate.grpo.batch import collate, micro_batches, sample_of
 from endstate.grpo.sampling import Group, PoolSampler, collect
-from grpo_fixtures import buttons, tiny_model  # noqa: F401 - pytest fixtures
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 
@@ -46,14 +47,14 @@ def test_clipped_surrogate_by_hand():
     logp = torch.tensor([[0.0, 0.5, -0.5]])
     old = torch.zeros(1, 3)
     adv = torch.tensor([[1.0, 1.0, -1.0]])
-    loss, clipped = clipped_surrogate(logp, old, adv, 0.2, 0.2)
-    assert loss.tolist()[0] == pytest.approx([-1.0, -1.2, 0.8])
-    assert clipped.tolist() == [[0.0, 1.0, 1.0]]
+    s = clipped_surrogate(logp, old, adv, 0.2, 0.2)
+    assert s.loss.tolist()[0] == pytest.approx([-1.0, -1.2, 0.8])
+    assert s.clipped_high.tolist() == [[0.0, 1.0, 0.0]] and s.clipped_low.tolist() == [[0.0, 0.0, 1.0]]
 
 
 def test_clip_high_is_asymmetric():
-    loss, _ = clipped_surrogate(torch.tensor([[0.5]]), torch.zeros(1, 1), torch.ones(1, 1), 0.2, 0.28)
-    assert loss.item() == pytest.approx(-1.28)
+    s = clipped_surrogate(torch.tensor([[0.5]]), torch.zeros(1, 1), torch.ones(1, 1), 0.2, 0.28)
+    assert s.loss.item() == pytest.approx(-1.28)
 
 
 LOSS = torch.tensor([[1.0, 2.0, 3.0, 9.0], [4.0, 9.0, 9.0, 9.0]])  # (B, T)
@@ -243,6 +244,69 @@ def test_yaml_with_an_unknown_key_is_refused(tmp_path):
     y.write_text("pool: p.jsonl\nlearning_rate: 1\n")
     with pytest.raises(EndstateError, match="unknown key.*learning_rate"):
         resolve(str(y), {})
+
+
+@pytest.mark.parametrize("line, expected", [
+    ('steps: "ten"', "steps: expected an integer, got 'ten'"),
+    ("lr: fast", "lr: expected a number, got 'fast'"),
+    ("std_norm: 1", "std_norm: expected true or false, got 1"),
+    ("batch_tasks: true", "batch_tasks: expected an integer, got True"),
+    ("max_turns: [3]", "max_turns: expected an integer or null, got [3]"),
+    ("keep: 5", "keep: expected a list of strings"),
+])
+def test_yaml_with_a_wrongly_typed_value_is_a_usage_error(tmp_path, line, expected):
+    from endstate.grpo.cli import cli
+
+    y = tmp_path / "c.yaml"
+    y.write_text(f"pool: {ROOT / 'tasks/train/retail.jsonl'}\n{line}\n")
+    result = CliRunner().invoke(cli, ["train", "--config", str(y), "--out", str(tmp_path / "r"), "--dry-run"])
+    assert result.exit_code == 2, result.output
+    assert f"{y}: {expected}" in result.output and "Traceback" not in result.output
+
+
+def test_yaml_ints_are_numbers_and_null_is_an_optional_value(tmp_path):
+    from endstate.grpo.config import resolve
+
+    y = tmp_path / "c.yaml"
+    y.write_text("pool: p.jsonl\nlr: 1\nmax_turns: null\nkeep: hard,medium\n")
+    cfg = resolve(str(y), {})
+    assert (cfg.lr, cfg.max_turns, cfg.keep) == (1, None, ["hard", "medium"])
+
+
+def test_dry_run_rejects_a_pool_whose_domain_does_not_exist(tmp_path):
+    import orjson
+
+    from endstate.grpo.cli import cli
+
+    task = orjson.loads((ROOT / "tasks/train/retail.jsonl").read_bytes().splitlines()[0])
+    pool = tmp_path / "pool.jsonl"
+    pool.write_bytes(orjson.dumps({**task, "domain": "nowhere"}) + b"\n")
+    result = CliRunner().invoke(cli, ["train", "--pool", str(pool), "--out", str(tmp_path / "r"), "--dry-run"])
+    assert result.exit_code == 2, result.output
+    assert "unknown domain 'nowhere'" in result.output and "--domains DIR" in result.output
+
+
+@pytest.mark.parametrize("flags, message", [
+    ({"rollout_is": "tokens"}, "rollout_is 'tokens'"), ({"rollout_is_cap": 0.5}, "at least 1"),
+    ({"dual_clip": 1.0}, "above 1"), ({"log_ratio_clamp": 0.0}, "positive"),
+])
+def test_off_policy_settings_are_checked(flags, message):
+    from endstate.core.errors import EndstateError
+    from endstate.grpo.config import resolve
+
+    with pytest.raises(EndstateError, match=message):
+        resolve(None, {"pool": "p.jsonl", **flags})
+
+
+def test_rollout_correction_is_on_by_default_for_vllm_only():
+    from endstate.grpo.config import TrainConfig
+    from endstate.grpo.metrics import loss_config
+
+    assert loss_config(TrainConfig(rollout_engine="vllm", temperature=0.7)).rollout_is == "token"
+    assert loss_config(TrainConfig(rollout_engine="vllm", temperature=0.7)).temperature == 0.7
+    assert loss_config(TrainConfig(rollout_engine="local")).rollout_is == "off"
+    assert loss_config(TrainConfig(rollout_engine="local", rollout_is="sequence")).rollout_is == "sequence"
+    assert loss_config(TrainConfig(temperature=0.0)).temperature == 1.0  # greedy: raw logits
 
 
 def test_world_size_divisibility_is_checked():

@@ -2,7 +2,8 @@
 array run against the endpoint test double, merged and checked with evalstats, and the array
 re-submitted until the coverage gate passes (resuming re-runs the system-error keys; their clean
 records supersede the errors). Slurm itself is not needed: the
-script is run with the SLURM_ARRAY_* variables an array task would get."""
+script is run with the SLURM_ARRAY_* variables an array task would get. slurm/grpo.sbatch hands the
+CPU count on to srun (checked with srun/scontrol stand-ins)."""
 
 from __future__ import annotations
 
@@ -88,3 +89,45 @@ def test_array_run_merge_gate_and_resubmit(tmp_path):
     merged = [orjson.loads(line) for line in (out / "attempts.jsonl").read_bytes().splitlines()]
     assert len(merged) == len(tasks) * repeats + repeats  # the superseded system errors stay on record
     assert sum(r["status"] == "system_error" for r in merged) == repeats
+
+
+# -- slurm/grpo.sbatch ------------------------------------------------------------------------------
+
+GRPO = ROOT / "slurm" / "grpo.sbatch"
+
+
+def test_every_srun_in_the_sbatch_scripts_gets_the_cpu_count():
+    """Slurm >= 22.05 does not hand #SBATCH --cpus-per-task on to srun: each srun must say it."""
+    for script in sorted((ROOT / "slurm").glob("*.sbatch")):
+        subprocess.run(["bash", "-n", str(script)], check=True)
+        sruns = [line for line in script.read_text().splitlines() if line.lstrip().startswith("srun ")]
+        assert all("--cpus-per-task=" in line for line in sruns), (script.name, sruns)
+    assert "export SRUN_CPUS_PER_TASK=" in GRPO.read_text()
+
+
+def test_grpo_sbatch_passes_the_cpus_to_srun(tmp_path):
+    """Run the script as sbatch would, with `srun` and `scontrol` stand-ins (Slurm is an edge
+    endstate does not own) that record what they were given."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text("#!/bin/bash\necho node-a\necho node-b\n")
+    (bin_dir / "srun").write_text('#!/bin/bash\n{ printf "%s\\n" "$@"; echo "SRUN_CPUS_PER_TASK=$SRUN_CPUS_PER_TASK";'
+                                  ' echo "OMP_NUM_THREADS=$OMP_NUM_THREADS"; } > "$RECORD"\n')
+    for tool in ("scontrol", "srun"):
+        (bin_dir / tool).chmod(0o755)
+    record = tmp_path / "srun.txt"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "RECORD": str(record),
+           "POOL": "/shared/pool.jsonl", "MODEL": "/shared/model", "OUT": str(tmp_path / "run"),
+           "SLURM_CPUS_PER_TASK": "64", "SLURM_JOB_NODELIST": "node-[a-b]", "SLURM_NNODES": "2",
+           "SLURM_JOB_ID": "77"}
+    done = subprocess.run(["bash", str(GRPO)], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    lines = record.read_text().splitlines()
+    assert "--cpus-per-task=64" in lines and "SRUN_CPUS_PER_TASK=64" in lines
+    assert "OMP_NUM_THREADS=8" in lines  # 64 CPUs over the node's 8 ranks
+    command = next(line for line in lines if line.startswith("torchrun"))
+    assert "--rdzv-endpoint=node-a:29500" in command and "--nnodes=2" in command
+
+    env.pop("SLURM_CPUS_PER_TASK")
+    outside = subprocess.run(["bash", str(GRPO)], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    assert outside.returncode != 0 and "SLURM_CPUS_PER_TASK" in outside.stderr

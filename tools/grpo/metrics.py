@@ -1,0 +1,84 @@
+"""The per-step metrics line of metrics.jsonl, and the update's statistics reduced over ranks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from endstate.core.progress import episode_tokens
+from endstate.grpo.batch import Sample
+from endstate.grpo.objective import MAXIMA, LossConfig
+from endstate.grpo.sampling import Collected
+
+
+def loss_config(cfg) -> LossConfig:
+    """The update's settings from a TrainConfig."""
+    return LossConfig(cfg.clip_low, cfg.clip_high, cfg.loss_agg, cfg.kl_coef, cfg.micro_batch,
+                      temperature=cfg.temperature or 1.0, rollout_is=cfg.rollout_is_level,
+                      rollout_is_cap=cfg.rollout_is_cap, dual_clip=cfg.dual_clip,
+                      log_ratio_clamp=cfg.log_ratio_clamp)
+
+
+def reduce_stats(stats: dict[str, float], world: int, device) -> dict[str, float]:
+    """Sums summed and maxima maxed over the ranks; grad_norm is already global. `device`: where
+    the backend reduces (NCCL needs the GPU, gloo the CPU)."""
+    values = {k: v for k, v in stats.items() if k != "grad_norm"}
+    if world > 1:
+        import torch
+        import torch.distributed as dist
+
+        for keys, op in ((sorted(set(values) - set(MAXIMA)), dist.ReduceOp.SUM),
+                         (sorted(set(values) & set(MAXIMA)), dist.ReduceOp.MAX)):
+            t = torch.tensor([values[k] for k in keys], dtype=torch.float64, device=device)
+            dist.all_reduce(t, op=op)
+            values.update(zip(keys, t.tolist()))
+    return {**values, "grad_norm": stats["grad_norm"]}
+
+
+def _ratio(stats: dict[str, float], numerator: str, denominator: str, empty: float | None = 0.0):
+    d = stats.get(denominator, 0.0)
+    return stats[numerator] / d if d else empty
+
+
+def update_metrics(stats: dict[str, float], rollout_is: str) -> dict[str, Any]:
+    """The update's part of the line: loss, clipping, entropy, KL, the rollout/trainer mismatch
+    (`mismatch_mean`/`mismatch_max`: |log π_train − log π_rollout| over completion tokens with a
+    sampler log-prob) and, with rollout_is on, the importance weights."""
+    on = rollout_is != "off" and bool(stats.get("mismatch_tokens"))
+    return {
+        "loss": stats.get("loss", 0.0), "grad_norm": stats.get("grad_norm"),
+        "clip_frac": _ratio(stats, "clipped_low", "tokens") + _ratio(stats, "clipped_high", "tokens"),
+        "clip_frac_low": _ratio(stats, "clipped_low", "tokens"),
+        "clip_frac_high": _ratio(stats, "clipped_high", "tokens"),
+        "dual_clip_frac": _ratio(stats, "dual_clipped", "tokens"),
+        "entropy": _ratio(stats, "entropy", "tokens", None), "kl": _ratio(stats, "kl", "tokens"),
+        "mismatch_mean": _ratio(stats, "mismatch", "mismatch_tokens", None),
+        "mismatch_max": stats["mismatch_max"] if stats.get("mismatch_tokens") else None,
+        "rollout_is": rollout_is,
+        "is_weight_mean": _ratio(stats, "is_weight", "mismatch_tokens") if on else None,
+        "is_weight_max": stats["is_weight_max"] if on else None,
+        "is_truncated_frac": _ratio(stats, "is_truncated", "mismatch_tokens") if on else None,
+    }
+
+
+def step_metrics(step: int, c: Collected, samples: list[Sample], stats: dict[str, float],
+                 skipped: bool, step_s: float, rollout_s: float, update_s: float,
+                 rollout_is: str = "off") -> dict[str, Any]:
+    clean = [r for g in c.generated for r in g.rewards if r is not None]
+    clean_groups = [g for g in c.generated if not g.system_error]
+    trained = [r for g in c.groups for r in g.rewards]
+    tokens = sum(len(s.ids) for s in samples)
+    return {
+        "step": step,
+        "reward_mean": sum(clean) / len(clean) if clean else None,  # every clean episode this step
+        "batch_reward_mean": sum(trained) / len(trained) if trained else None,  # the trained groups
+        "zero_variance_frac": c.zero_variance / len(clean_groups) if clean_groups else None,
+        **c.counts(),
+        "system_errors": sum(r is None for g in c.generated for r in g.rewards),
+        "groups": len(c.groups), "episodes": len(samples), "tokens": tokens,
+        "completion_tokens": int(sum(s.completion_tokens for s in samples)),
+        "generated_tokens": sum(episode_tokens(e) for g in c.generated for e in g.episodes),
+        **update_metrics(stats, rollout_is),
+        "skipped": skipped, "step_s": round(step_s, 3), "rollout_s": round(rollout_s, 3),
+        "update_s": round(update_s, 3), "tokens_per_s": round(tokens / update_s, 1) if update_s and tokens else 0.0,
+        "rounds_log": c.log,
+    }
