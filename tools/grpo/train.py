@@ -57,7 +57,7 @@ from endstate.core.errors import EndstateError
 from endstate.core.grader import Grader
 from endstate.core.local_model import LocalGenerator, resolve_model
 from endstate.core.progress import Progress, note
-from endstate.core.records import dumps
+from endstate.core.records import checked_line, dumps
 from endstate.core.runtime import RunConfig, attempt_record
 from endstate.core.settings import episode_values
 from endstate.core.trace import ChatTemplate
@@ -258,7 +258,8 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         with open(self.out / "attempts.jsonl", "ab") as fh:
             for g in collected.generated:
-                fh.writelines(dumps({**attempt_record(e), "step": self.step}) for e in g.episodes)
+                fh.writelines(checked_line("attempt", {**attempt_record(e), "step": self.step})
+                              for e in g.episodes)
         with open(self.out / "metrics.jsonl", "ab") as fh:
             fh.write(dumps(metrics))
         for entry in collected.log:
