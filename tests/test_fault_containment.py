@@ -373,3 +373,115 @@ def test_a_diff_that_breaks_the_schema_is_bad_input_with_its_line(tmp_path, doma
     path = write_jsonl(tmp_path / "e.jsonl", [episode])
     p = run_tool("grade", path)
     assert p.returncode == 4 and f"{path}:1:" in p.stderr and "breaks the domain's schema" in p.stderr, p.stderr
+
+
+# -- found by a hostile review ----------------------------------------------------------------------
+
+def test_a_composite_key_reads_the_same_in_any_order(domains, tasks):
+    task = tasks.get("retail-return-defective")
+    episode = replay(domains["retail"], task, task["gold"])
+    assert any(len(e["key"]) > 1 for entry in episode["changes"].values() for es in entry.values() for e in es)
+    reordered = orjson.loads(orjson.dumps(episode, option=orjson.OPT_SORT_KEYS))
+    for entry in reordered["changes"].values():
+        for changes in entry.values():
+            for e in changes:
+                e["key"] = dict(reversed(list(e["key"].items())))
+    grader = Grader(domains)
+    assert grader.grade(reordered, task)["reward"] == grader.grade(episode, task)["reward"] == 1
+
+
+def test_an_update_naming_a_key_column_is_not_an_endstate_diff(domains, tasks):
+    task = tasks.get("retail-cancel-pending")
+    episode = replay(domains["retail"], task, task["gold"])
+    table = next(t for t, entry in episode["changes"].items() if entry.get("updated"))
+    update = episode["changes"][table]["updated"][0]
+    column = next(iter(update["key"]))
+    update["before"][column], update["after"][column] = update["key"][column], "X999"
+    with pytest.raises(EndstateError, match="an update names key column"):
+        Grader(domains).grade(episode, task)
+
+
+RETURNS = '''
+def returns_list(conn, messages):
+    return [False, "nope"]
+
+def returns_text(conn, messages):
+    return "False"
+
+def returns_nothing(conn, messages):
+    pass
+
+def returns_bad_detail(conn, messages):
+    return (False, 123)
+'''
+
+
+@pytest.mark.parametrize("name", ["returns_list", "returns_text", "returns_nothing", "returns_bad_detail"])
+def test_a_python_check_must_return_a_bool(shop, name):
+    checks = shop["shop"].path / "checks.py"
+    checks.write_text(checks.read_text() + RETURNS)
+    domains = Domains([str(shop["shop"].path)])
+    task = shop_task({"kind": "python", "name": name})
+    graded = Grader(domains).grade(replay(domains["shop"], task, task["gold"]), task)
+    assert graded["reward"] is None and graded["error"]["kind"] == "task"
+    assert f"{name} returned" in graded["error"]["message"]
+
+
+def test_unwritable_answers_cost_their_call_or_their_episode():
+    from endstate.core.agents import native_calls
+    from endstate.core.endpoints import EndpointFailure, usage_of
+
+    deep = '{"order_id": ' + "[" * 300 + "]" * 300 + "}"  # orjson reads 1024 levels, writes 255
+    calls, errors = native_calls({"tool_calls": [call("get_order", deep), call("get_order", '{"order_id": "W1"}')]},
+                                 {})
+    assert [(c.name, c.arguments) for c in calls] == [("get_order", {"order_id": "W1"})]
+    assert "unreadable arguments for get_order" in errors[0]
+    with pytest.raises(EndpointFailure, match="usage.prompt_tokens is 18446744073709551615"):
+        usage_of({"usage": {"prompt_tokens": 2 ** 64 - 1}})
+    with pytest.raises(EndstateError, match="refusing to write attempt t#0.*64-bit"):
+        checked_line("attempt", {"task_id": "t", "episode_id": "t#0", "attempt": 2 ** 70,
+                                 "reward": 1, "status": "ok"})
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"prompting": {"few_shot": tr', "not a prompting record"),
+    (b"[1, 2]", "not a prompting record"),
+    (b'{"prompting": {"tool_format": "xml"}}', "prompting.tool_format is 'xml'; expected json or signatures"),
+    (b'{"prompting": {"few_shot": "false"}}', "prompting.few_shot is 'false'; expected true or false"),
+])
+def test_a_bad_prompting_record_names_its_file(tmp_path, content, message):
+    from endstate.core.prompting import PROMPTING_FILE, recorded
+
+    (tmp_path / PROMPTING_FILE).write_bytes(content)
+    with pytest.raises(EndstateError, match=message) as e:
+        recorded(tmp_path)
+    assert str(tmp_path / PROMPTING_FILE) in e.value.message
+
+
+def test_resume_reads_the_episodes_file_like_every_reader(tmp_path):
+    tasks = retail_tasks(1)
+    tasks_file = write_jsonl(tmp_path / "t.jsonl", tasks)
+    episodes, attempts = tmp_path / "e.jsonl", tmp_path / "a.jsonl"
+    with FakeEndpoint(policy=gold_policy(tasks)) as endpoint:
+        args = [tasks_file, "--backend", "chat", "--agent-url", endpoint.base_url, "--model", "d",
+                "-n", "2", "-q", "--episodes", str(episodes)]
+        first = run_tool("probe", *args)
+        attempts.write_text(first.stdout.splitlines()[0] + "\n")  # the second attempt's line was lost
+        with open(episodes, "a") as fh:
+            fh.write("\n")  # a blank line is no record
+        again = run_tool("probe", *args, "--resume", str(attempts))
+    assert again.returncode == 0, again.stderr
+    assert [(a["task_id"], a["attempt"]) for a in records(again.stdout)] == [(tasks[0]["id"], 1)]
+
+
+def test_grade_state_writes_only_a_new_file_where_it_says(tmp_path, tasks):
+    (tmp_path / "target.db").write_text("keep me")
+    (tmp_path / "link.db").symlink_to(tmp_path / "target.db")
+    gold = ["grade", "state", "--gold", "--task", "retail-cancel-pending"]
+    for out, message in (("-", "not stdout"), (str(tmp_path / "link.db"), "is a symlink"),
+                         (str(tmp_path / "none" / "x.db"), "does not exist")):
+        p = run_tool(*gold, "-o", out, "--force")
+        assert p.returncode == 2 and message in p.stderr, p.stderr
+    assert (tmp_path / "target.db").read_text() == "keep me"
+    p = run_tool(*gold, "--attempt", "3", "-o", str(tmp_path / "g.db"))
+    assert p.returncode == 2 and "do not apply" in p.stderr

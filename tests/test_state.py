@@ -145,7 +145,7 @@ def stored(domains, tasks, tmp_path):
      "--tasks FILE that defines it"),
 ])
 def test_errors_say_which_flag_picks_the_episode(stored, tmp_path, args, message):
-    result = grade(stored, *args, "-o", tmp_path / "out.db")
+    result = grade(*([] if "--gold" in args else [stored]), *args, "-o", tmp_path / "out.db")
     assert result.exit_code == 2
     assert result.stderr.startswith(message.format(f=stored)), result.stderr
     assert not list(tmp_path.glob("*.db")) and not list(tmp_path.glob(".*.tmp"))

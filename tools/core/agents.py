@@ -61,9 +61,11 @@ def native_calls(message: dict[str, Any], params: dict[str, dict[str, Any]]) -> 
                 args = {} if arguments is None else arguments
             if not isinstance(args, dict):
                 raise ValueError(f"arguments are {shown(args)}, not a JSON object")
-            calls.append(ToolCall(name, coerce_arguments(args, params.get(name))))
-        except ValueError as e:  # orjson.JSONDecodeError is one
-            errors.append(f"unreadable arguments for {name}: {e}")
+            args = coerce_arguments(args, params.get(name))
+            orjson.dumps(args)  # recordable: orjson writes 255 levels of nesting, reads 1024
+            calls.append(ToolCall(name, args))
+        except (ValueError, TypeError, RecursionError) as e:  # orjson's errors are these
+            errors.append(f"unreadable arguments for {name}: {type(e).__name__}: {e}"[:300])
     return calls, errors
 
 

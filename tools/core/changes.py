@@ -192,7 +192,7 @@ def replay_checked(conn: sqlite3.Connection, domain: Domain, changes: Changes) -
             _, now = _expect(conn, t, e["key"], e["row"], "deleted")
             rows.append(Touched(t, _key(t, e["key"]), now, None, None))
         for e in entry.get("updated", ()):
-            _well_formed(t, e["key"], e["before"], e["after"])
+            _well_formed(t, e["key"], e["before"], e["after"], keyless=True)
             rowid, now = _expect(conn, t, e["key"], e["before"], "updated")
             rows.append(Touched(t, _key(t, e["key"]), now, {**now, **e["after"]}, rowid))
         for e in entry.get("inserted", ()):
@@ -211,9 +211,11 @@ def _key(t: Table, key: dict[str, Any]) -> tuple:
     return tuple(key[c] for c in t.key)
 
 
-def _well_formed(t: Table, key: dict[str, Any], *rows: Row, with_key: bool = False) -> None:
+def _well_formed(t: Table, key: dict[str, Any], *rows: Row, with_key: bool = False,
+                 keyless: bool = False) -> None:
     """A recorded change names the table's key columns, only columns the table has, and (a whole
-    row) the same key values as its `key`; else the diff was not written by endstate."""
+    row) the same key values as its `key`; an update names no key column (a new key is recorded
+    as a delete and an insert). Else the diff was not written by endstate."""
     where = f"{t.name}[{key_text(key) if isinstance(key, dict) else key!r}]"
     if not isinstance(key, dict) or set(key) != set(t.key):
         raise EndstateError(f"{where}: a change's key must name the key column(s) {list(t.key)}")
@@ -222,6 +224,10 @@ def _well_formed(t: Table, key: dict[str, Any], *rows: Row, with_key: bool = Fal
         if unknown:
             raise EndstateError(f"{where} is recorded with column(s) {sorted(unknown)} that the "
                                 f"table does not have; columns: {', '.join(t.columns)}")
+        if keyless and set(row) & set(t.key):
+            raise EndstateError(f"{where}: an update names key column(s) "
+                                f"{sorted(set(row) & set(t.key))}; endstate records a new key as a "
+                                "delete and an insert")
         if with_key and any(c in row and row[c] != key[c] for c in t.key):
             raise EndstateError(f"{where}: the recorded row's key is "
                                 f"{key_text({c: row.get(c) for c in t.key})}, not its change's key")
@@ -235,7 +241,7 @@ def _expect(conn: sqlite3.Connection, t: Table, key: dict[str, Any], before: Row
         raise EndstateError(f"{t.name}[{key_text(key)}] is recorded with column(s) "
                             f"{sorted(unknown)} that the table does not have; "
                             f"columns: {', '.join(t.columns)}")
-    rowid, now = _current(conn, t, tuple(key.values()))
+    rowid, now = _current(conn, t, _key(t, key))
     actual = None if now is None else {c: now[c] for c in before or t.key}
     if before is None and actual is not None:
         raise EndstateError(f"{t.name}[{key_text(key)}] is recorded as {what} but already exists "

@@ -201,7 +201,10 @@ def check_python(check: dict, ctx: Context) -> Outcome:
         raise TaskError(f"{check['name']}(conn, messages, **{check.get('params', {})}) raised "
                         f"{type(e).__name__}: {e}") from None
     passed, detail = result if isinstance(result, tuple) and len(result) == 2 else (result, "")
-    return bool(passed), detail or f"{check['name']}: {'passed' if passed else 'failed'}"
+    if type(passed) is not bool or not isinstance(detail, str):  # "False", [0], None: never guess
+        raise TaskError(f"{check['name']} returned {result!r:.80}; a python check returns True, "
+                        "False or (bool, detail text)")
+    return passed, detail or f"{check['name']}: {'passed' if passed else 'failed'}"
 
 
 def check_judge(check: dict, ctx: Context) -> Outcome:

@@ -146,6 +146,9 @@ async def close_endpoints() -> None:
             endpoints.close()
 
 
+MAX_TOKENS = 10 ** 12  # per call: past any real answer, far from overflowing a 64-bit sum
+
+
 def usage_of(response: dict[str, Any]) -> dict[str, int]:
     """Token counts of an OpenAI-style response (0 where the server reports none). A count that is
     not a non-negative integer is a protocol failure: priced and summed later, it must be true."""
@@ -157,7 +160,7 @@ def usage_of(response: dict[str, Any]) -> dict[str, int]:
     counts = {}
     for key in ("prompt_tokens", "completion_tokens"):
         value = usage.get(key)
-        if value is not None and (type(value) is not int or value < 0):
+        if value is not None and (type(value) is not int or not 0 <= value <= MAX_TOKENS):
             raise protocol_failure(f"usage.{key} is {shown(value)}, not a token count")
         counts[key] = value or 0
     return counts

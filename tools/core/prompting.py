@@ -21,7 +21,8 @@ from typing import Any
 
 import orjson
 
-from endstate.core.interpret import INTERPRETER_VERSION
+from endstate.core.errors import EndstateError
+from endstate.core.interpret import INTERPRETER_VERSION, TOOL_FORMATS
 
 PROMPTING_FILE = "endstate.json"
 SETTINGS = ("few_shot", "tool_prefill", "tool_format")
@@ -35,12 +36,24 @@ _warned: set[tuple[str, ...]] = set()
 
 
 def recorded(folder: Path | None) -> dict[str, Any]:
-    """The prompting settings a model folder records ({} when it records none)."""
+    """The prompting settings a model folder records ({} when it records none); a file that is
+    not what `record` writes is a usage error naming it and the fix."""
     path = folder / PROMPTING_FILE if folder else None
     if path is None or not path.exists():
         return {}
-    prompting = orjson.loads(path.read_bytes()).get("prompting") or {}
-    return {k: prompting[k] for k in SETTINGS if k in prompting}
+    try:
+        prompting = orjson.loads(path.read_bytes()).get("prompting") or {}
+        if not isinstance(prompting, dict):
+            raise TypeError
+    except (orjson.JSONDecodeError, AttributeError, TypeError):
+        raise EndstateError(f"{path}: not a prompting record (expected {{\"prompting\": {{...}}}}); "
+                            "fix or delete it") from None
+    settings = {k: prompting[k] for k in SETTINGS if k in prompting}
+    for k, v in settings.items():
+        if not (v in TOOL_FORMATS if k == "tool_format" else type(v) is bool):
+            expected = " or ".join(TOOL_FORMATS) if k == "tool_format" else "true or false"
+            raise EndstateError(f"{path}: prompting.{k} is {v!r}; expected {expected}")
+    return settings
 
 
 def record(folder: Path, prompting: dict[str, Any]) -> None:

@@ -348,9 +348,14 @@ def dumps(record: Any) -> bytes:
 def checked_line(kind: str, record: dict[str, Any]) -> bytes:
     """`record` as a JSONL line, checked against schemas/KIND.schema.json first (the Struct fast path
     where the kind has one): a tool never writes a record its own readers would reject."""
-    line = dumps(record)
-    if not schemas.fast_check(kind)(line):
-        problem = schemas.problem(kind, record)
+    try:
+        line = dumps(record)
+    except TypeError as e:  # an integer past 64 bits, nesting past 255 levels
+        line, unwritable = b"", str(e)
+    else:
+        unwritable = None
+    if unwritable or not schemas.fast_check(kind)(line):
+        problem = unwritable or schemas.problem(kind, record)
         if problem:
             name = record.get("episode_id") or record.get("task_id") or record.get("id") or "?"
             raise EndstateError(f"internal error: refusing to write {kind} {name}, which would not "

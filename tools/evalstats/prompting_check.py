@@ -15,11 +15,13 @@ import orjson
 
 from endstate.core.prompting import differences
 
-_PROMPTING = re.compile(rb'"prompting"\s*:\s*(\{[^{}]*\})')
+_FLAT = re.compile(rb'"prompting"\s*:\s*(\{[^{}]*\})')  # what probe writes
+_ANY = re.compile(rb'"prompting"\s*:\s*\{')
 
 
 def promptings(path: str) -> list[dict]:
-    """The distinct `prompting` objects the attempts of `path` record (none for stdin)."""
+    """The distinct `prompting` objects the attempts of `path` record (none for stdin). Flat
+    objects are found by the byte search; a file with nested ones is parsed line by line."""
     if path == "-":
         return []
     with open(path, "rb") as fh:
@@ -28,8 +30,20 @@ def promptings(path: str) -> list[dict]:
         except ValueError:  # an empty file cannot be mapped
             return []
         with data:
-            found = {m.group(1) for m in _PROMPTING.finditer(data)}
-    return [orjson.loads(raw) for raw in found]
+            found = {m.group(1) for m in _FLAT.finditer(data)}
+            if sum(1 for _ in _ANY.finditer(data)) == sum(1 for _ in _FLAT.finditer(data)):
+                return [orjson.loads(raw) for raw in found]
+            lines = [line for line in data[:].splitlines() if b'"prompting"' in line]
+    seen = {orjson.dumps(p, option=orjson.OPT_SORT_KEYS): p for p in (_prompting_of(x) for x in lines) if p}
+    return list(seen.values())
+
+
+def _prompting_of(line: bytes) -> dict | None:
+    try:
+        value = orjson.loads(line).get("prompting")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None  # the reader reports bad lines
+    return value if isinstance(value, dict) else None
 
 
 def warn_mixed_prompting(base: str, new: str) -> None:

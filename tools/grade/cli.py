@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
@@ -17,7 +16,7 @@ from endstate.core.judge import Judge
 from endstate.core.progress import Progress, note
 from endstate.core.records import SkipLog, fail, read_jsonl, write_jsonl
 from endstate.grade.listing import count, listing, matches, summary_table
-from endstate.grade.state import pick_episode, write_state
+from endstate.grade.state import output_path, pick_episode, write_state
 from endstate.grade.validate import validate_task
 
 
@@ -211,9 +210,10 @@ def state(episodes, task_id, attempt, episode_id, gold, initial, out_file, diff_
     if diff_db and initial:
         raise click.UsageError("--diff-db shows what an episode changed on seed + init; "
                                "--initial has no changes: leave one out")
-    out = Path(out_file)
-    if out.exists() and not force:
-        raise EndstateError(f"{out} exists; pass --force to overwrite it, or another -o FILE")
+    if (gold or initial) and task_id and (episodes or attempt is not None or episode_id):
+        raise click.UsageError("--gold and --initial write a task's state: --task names it, and "
+                               "EPISODES, --attempt and --episode-id do not apply")
+    out = output_path(out_file, force)
     domains = Domains([*domain_dirs, *env_domain_dirs()])
     tasks = TaskIndex(domains, task_files)
     loc = episode = None

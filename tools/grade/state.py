@@ -70,6 +70,23 @@ def _holdings(seen: dict[str, set[int]], task_id: str | None) -> str:
             + (", …" if len(ids) > SHOWN else ""))
 
 
+def output_path(out_file: str, force: bool) -> Path:
+    """-o FILE, checked: a new regular file (or, with --force, one to replace) in a folder that
+    exists. The state is written whole beside it and moved into place, so never stdout, a device,
+    a folder or a symlink (the move would replace the link, not its target)."""
+    out = Path(out_file)
+    if out_file == "-" or (out.exists() or out.is_symlink()) and not out.is_file():
+        raise EndstateError(f"-o {out_file}: give a path for a new SQLite file (it is written whole "
+                            "and moved into place, so not stdout, a device, a folder or a symlink)")
+    if out.is_symlink():
+        raise EndstateError(f"-o {out_file} is a symlink; give the path it points to, or another")
+    if not out.parent.is_dir():
+        raise EndstateError(f"-o {out_file}: folder {out.parent} does not exist")
+    if out.exists() and not force:
+        raise EndstateError(f"{out} exists; pass --force to overwrite it, or another -o FILE")
+    return out
+
+
 def write_state(domain: Domain, init: dict[str, Any] | None, changes: Changes, out: Path,
                 *, diff_tables: bool = False) -> dict[str, int]:
     """Write seed + `init` + `changes` to the SQLite file `out` (replaced whole, never half

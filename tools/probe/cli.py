@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import click
-import orjson
 
 from endstate.core.cli import common_options, env_domain_dirs, judge_options, run, tool_command
 from endstate.core.domain import Domains
 from endstate.core.grader import Grader
 from endstate.core.judge import Judge
-from endstate.core.records import SkipLog, checked_line
+from endstate.core.records import SkipLog, checked_line, read_jsonl
 from endstate.core.run_options import run_options
 from endstate.core.runtime import ATTEMPT_COUNTS, attempt_record, build_backend, run_episodes
 from endstate.core.stdio import records_out
@@ -48,8 +47,7 @@ def cli(task_files, repeats, episodes_file, resume, cfg, shard, judge_model, jud
     episodes_out = episodes_path_writer(episodes_file)
     if episodes_out and resume:
         # Killed between the two writes: the graded episode is there, its attempt is not.
-        for raw in open(episodes_file, "rb"):
-            graded = orjson.loads(raw)
+        for _, graded in read_jsonl([episodes_file], "graded_episode"):
             key = (graded["task_id"], graded["attempt"])
             if graded["status"] == "ok" and key not in done and any(t["id"] == key[0] for t in tasks):
                 out.write(checked_line("attempt", attempt_record(graded)))
