@@ -31,10 +31,10 @@ from endstate.core.episode_record import assistant_message, call_id, tool_result
 from endstate.core.interpret import (
     Parsed,
     ToolCall,
-    coerce_arguments,
     parse,
     render_call,
     render_system,
+    typed_call,
 )
 from endstate.core.local_model import Generation, Sampling
 from endstate.core.trace import ChatTemplate, TokenTrace
@@ -61,9 +61,7 @@ def native_calls(message: dict[str, Any], params: dict[str, dict[str, Any]]) -> 
                 args = {} if arguments is None else arguments
             if not isinstance(args, dict):
                 raise ValueError(f"arguments are {shown(args)}, not a JSON object")
-            args = coerce_arguments(args, params.get(name))
-            orjson.dumps(args)  # recordable: orjson writes 255 levels of nesting, reads 1024
-            calls.append(ToolCall(name, args))
+            calls.append(typed_call(name, args, params.get(name)))
         except (ValueError, TypeError, RecursionError) as e:  # orjson's errors are these
             errors.append(f"unreadable arguments for {name}: {type(e).__name__}: {e}"[:300])
     return calls, errors

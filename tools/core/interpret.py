@@ -181,6 +181,15 @@ def coerce_arguments(args: dict[str, Any], parameters: Mapping[str, Any] | None)
     return {k: coerce(v, props[k]) if k in props else v for k, v in args.items()}
 
 
+def typed_call(name: str, args: dict[str, Any], parameters: Mapping[str, Any] | None) -> ToolCall:
+    """A call with its arguments coerced to the tool's schema, and recordable: orjson writes it
+    back (no integer past 64 bits, no lone surrogate, at most 255 levels of nesting where it reads
+    1024); else TypeError. Every reader of calls, text or native, builds them here."""
+    call = ToolCall(name, coerce_arguments(args, parameters))
+    orjson.dumps(call.arguments)
+    return call
+
+
 def parse(text: str, parameters: Mapping[str, Mapping[str, Any]] | None = None) -> Parsed:
     """Interpret one raw completion. `parameters` maps tool name to its JSON-schema parameters,
     used to coerce string arguments. Never raises."""
@@ -196,9 +205,8 @@ def _parse(text: str, parameters: Mapping[str, Mapping[str, Any]]) -> Parsed:
     for body in _TOOL_CALL.findall(visible):
         try:  # per call: whatever one call does to the reader costs that call alone
             call = _decode_xml_call(body) if "<function=" in body else _decode_json_call(body)
-            call.arguments = coerce_arguments(call.arguments, parameters.get(call.name))
-            orjson.dumps(call.arguments)  # recordable: no integer past 64 bits, no lone surrogate
-        except (ValueError, TypeError, RecursionError, orjson.JSONEncodeError) as e:
+            call = typed_call(call.name, call.arguments, parameters.get(call.name))
+        except (ValueError, TypeError, RecursionError) as e:  # orjson's errors are these
             errors.append(f"unreadable tool call {body.strip()[:80]!r}: {type(e).__name__}: {e}"[:300])
             continue
         calls.append(call)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from endstate.core.domain import cache_dir
+from endstate.core.endpoints import EndpointFailure, usage_of
 from endstate.core.http import configuration_error, http_failure_kind
 
 SYSTEM = ("You grade a transcript between a customer-service agent and a user. Answer the question "
@@ -105,11 +106,11 @@ class Judge:
                     raise configuration_error(f"judge endpoint {self.base_url} ({self.model}): "
                                               f"HTTP {status}: {e}") from e
                 raise JudgeError(f"judge endpoint failed: {type(e).__name__}: {e}") from e
-            for field_name in ("prompt_tokens", "completion_tokens"):
-                count = getattr(response.usage, field_name, None) or 0
-                if type(count) is not int or count < 0:
-                    raise JudgeError(f"judge endpoint answered usage.{field_name} = {count!r}, "
-                                     "not a token count")
+            try:  # the agent's rule for token counts, so a judge's are checked alike
+                counts = usage_of({"usage": response.usage and response.usage.model_dump()})
+            except EndpointFailure as e:
+                raise JudgeError(f"judge endpoint answered {e.message}") from None
+            for field_name, count in counts.items():
                 self.usage[field_name] += count
             answer = response.choices[0].message.content if response.choices else None
             verdict = parse_verdict(answer)

@@ -351,15 +351,13 @@ def checked_line(kind: str, record: dict[str, Any]) -> bytes:
     try:
         line = dumps(record)
     except TypeError as e:  # an integer past 64 bits, nesting past 255 levels
-        line, unwritable = b"", str(e)
+        problem = str(e)
     else:
-        unwritable = None
-    if unwritable or not schemas.fast_check(kind)(line):
-        problem = unwritable or schemas.problem(kind, record)
-        if problem:
-            name = record.get("episode_id") or record.get("task_id") or record.get("id") or "?"
-            raise EndstateError(f"internal error: refusing to write {kind} {name}, which would not "
-                                f"read back: {problem}. Please report it.", ExitCode.INTERNAL)
+        problem = None if schemas.fast_check(kind)(line) else schemas.problem(kind, record)
+    if problem:
+        name = record.get("episode_id") or record.get("task_id") or record.get("id") or "?"
+        raise EndstateError(f"internal error: refusing to write {kind} {name}, which would not "
+                            f"read back: {problem}. Please report it.", ExitCode.INTERNAL)
     return line
 
 

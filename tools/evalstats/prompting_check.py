@@ -30,9 +30,9 @@ def promptings(path: str) -> list[dict]:
         except ValueError:  # an empty file cannot be mapped
             return []
         with data:
-            found = {m.group(1) for m in _FLAT.finditer(data)}
-            if sum(1 for _ in _ANY.finditer(data)) == sum(1 for _ in _FLAT.finditer(data)):
-                return [orjson.loads(raw) for raw in found]
+            flat = [m.group(1) for m in _FLAT.finditer(data)]
+            if sum(1 for _ in _ANY.finditer(data)) == len(flat):
+                return [orjson.loads(raw) for raw in set(flat)]
             lines = [line for line in data[:].splitlines() if b'"prompting"' in line]
     seen = {orjson.dumps(p, option=orjson.OPT_SORT_KEYS): p for p in (_prompting_of(x) for x in lines) if p}
     return list(seen.values())
