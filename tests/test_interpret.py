@@ -12,6 +12,7 @@ from endstate.core.interpret import (
     coerce,
     parse,
     render_call,
+    render_signature,
     render_system,
     split_reasoning,
 )
@@ -136,3 +137,29 @@ JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6
 def test_rendered_calls_parse_back(name, arguments):
     p = parse(render_call(name, arguments))
     assert [(c.name, c.arguments) for c in p.tool_calls] == [(name, arguments)]
+
+
+NESTED = {"type": "object", "properties": {
+    "passengers": {"type": "array", "items": {"type": "object", "properties": {
+        "name": {"type": "string"}, "age": {"type": "integer"},
+        "seat": {"type": "string", "enum": ["window", "aisle"]}}, "required": ["name", "age"]}},
+    "extras": {"anyOf": [{"type": "object", "properties": {"bags": {"type": "integer"}}}, {"type": "null"}]},
+    "fares": {"type": "object", "additionalProperties": {"type": "number"}},
+    "anything": True}}
+
+
+def test_coercion_follows_the_nested_schema():
+    args = {"passengers": '[{"name": "Ada", "age": "34"}, {"name": "Bo", "age": 3, "seat": "aisle"}]',
+            "extras": {"bags": "2"}, "fares": {"ADT": "99.5", "CHD": "n/a"}, "anything": "7"}
+    assert coerce(args, NESTED) == {
+        "passengers": [{"name": "Ada", "age": 34}, {"name": "Bo", "age": 3, "seat": "aisle"}],
+        "extras": {"bags": 2}, "fares": {"ADT": 99.5, "CHD": "n/a"}, "anything": "7"}
+    assert coerce("null", NESTED["properties"]["extras"]) is None
+    assert coerce([{"name": 5}], {"type": "array", "items": True}) == [{"name": 5}]
+
+
+def test_signatures_show_nested_objects():
+    spec = {"name": "book", "description": "Book.", "parameters": NESTED | {"required": ["passengers"]}}
+    assert render_signature(spec) == (
+        'book(passengers: list[{name: string, age: integer, seat?: "window" | "aisle"}], '
+        "extras?: {bags?: integer} | null, fares?: dict[string, number], anything?: any): Book.")

@@ -42,6 +42,6 @@ def test_task_without_checks_is_invalid():
 
 def test_check_errors_point_at_the_check():
     task = orjson.loads((EXAMPLES / "task.json").read_bytes())
-    bad = {**task, "checks": [{"kind": "row", "table": "orders", "where": {"id": "W1"}}]}
+    bad = {**task, "checks": [{"kind": "row", "table": "orders", "expect": {"id": "W1"}}]}
     assert schemas.problem("task", bad) == (
-        "task record.checks[0]: 'expect' is a required property (schema: schemas/task.schema.json)")
+        "task record.checks[0]: 'where' is a required property (schema: schemas/task.schema.json)")

@@ -1,11 +1,17 @@
 """Tool schemas come from type hints and docstrings; arguments are validated against them."""
 
 import sqlite3
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, NotRequired, TypedDict
 
 import pytest
+from jsonschema import Draft202012Validator
 
-from endstate.core.tools import Db, ToolError, customer_finder, insert_rows, make_tool
+from endstate.core.domain import Domains
+from endstate.core.interpret import parse
+from endstate.core.sandbox import Sandbox
+from endstate.core.tool_schema import to_python
+from endstate.core.tools import Db, ToolError, customer_finder, insert_rows, make_tool, tool
 
 
 def lookup(db: Db, order_id: str, lines: list[int], mode: Literal["fast", "slow"] = "fast",
@@ -116,3 +122,224 @@ def test_insert_rows_fills_whole_rows_in_the_order_given():
     assert conn.execute("SELECT * FROM a ORDER BY rowid").fetchall() == [(1, 2, 3), (4, 5, 6)]
     with pytest.raises(sqlite3.ProgrammingError):  # a row of the wrong width is an error, as before
         insert_rows(conn, b=[(1, 2)])
+
+
+# -- nested arguments: TypedDict, dataclasses, Literal, Optional, dict[str, X] -----------------------
+
+class Passenger(TypedDict):
+    """A traveller on the booking.
+
+    Attributes:
+        name: Full name, as on the passport.
+        age: Age in years
+            on the day of travel.
+        seat: Seat preference.
+    """
+
+    name: str
+    age: int
+    seat: NotRequired[Literal["window", "aisle"]]
+
+
+class Extras(TypedDict, total=False):
+    bags: int
+    meal: Literal["veg", 2, None]  # mixed types
+
+
+@dataclass
+class Payment:
+    """One payment towards the booking.
+
+    Attributes:
+        method_id: A payment method id, such as "pm_1".
+        amount: In dollars.
+    """
+
+    method_id: str
+    amount: float
+    note: str | None = None
+
+
+def book(db: Db, passengers: list[Passenger], payments: list[Payment], extras: Extras | None = None,
+         fares: dict[str, float] | None = None) -> dict:
+    """Book a flight.
+
+    Args:
+        passengers: Who flies.
+        payments: How it is paid.
+    """
+
+
+PASSENGER = {"type": "object", "properties": {
+    "name": {"type": "string", "description": "Full name, as on the passport."},
+    "age": {"type": "integer", "description": "Age in years on the day of travel."},
+    "seat": {"type": "string", "enum": ["window", "aisle"], "description": "Seat preference."}},
+    "required": ["name", "age"], "additionalProperties": False}
+PAYMENT = {"type": "object", "properties": {
+    "method_id": {"type": "string", "description": 'A payment method id, such as "pm_1".'},
+    "amount": {"type": "number", "description": "In dollars."},
+    "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}},
+    "required": ["method_id", "amount"], "additionalProperties": False}
+
+
+def test_typed_dicts_and_dataclasses_become_full_object_schemas():
+    p = make_tool(book, writes=True).parameters
+    assert p["required"] == ["passengers", "payments"]
+    assert p["properties"]["passengers"] == {"type": "array", "items": PASSENGER, "description": "Who flies."}
+    assert p["properties"]["payments"] == {"type": "array", "items": PAYMENT, "description": "How it is paid."}
+    assert p["properties"]["extras"] == {"anyOf": [
+        {"type": "object", "properties": {"bags": {"type": "integer"},
+                                          "meal": {"type": ["string", "integer", "null"], "enum": ["veg", 2, None]}},
+         "required": [], "additionalProperties": False},
+        {"type": "null"}], "default": None}
+    assert p["properties"]["fares"] == {"anyOf": [
+        {"type": "object", "additionalProperties": {"type": "number"}}, {"type": "null"}], "default": None}
+    Draft202012Validator.check_schema(p)
+
+
+GOOD = {"passengers": [{"name": "Ada Li", "age": 34, "seat": "aisle"}, {"name": "Bo Li", "age": 3}],
+        "payments": [{"method_id": "pm_1", "amount": 120.5}]}
+
+
+@pytest.mark.parametrize("change, problem", [
+    ({}, None),
+    ({"extras": {"meal": 2}, "fares": {"ADT": 99.0}}, None),
+    ({"passengers": [{"name": "Ada Li"}]}, "passengers.0: 'age' is a required property"),
+    ({"passengers": [{"name": "Ada Li", "age": 34, "seat": "middle"}]},
+     "passengers.0.seat: 'middle' is not one of ['window', 'aisle']"),
+    ({"payments": [{"method_id": "pm_1", "amount": 1, "tip": 2}]},
+     "payments.0: Additional properties are not allowed ('tip' was unexpected)"),
+    ({"extras": {"meal": "fish"}}, "extras.meal: 'fish' is not one of ['veg', 2, None]"),
+    ({"fares": {"ADT": "cheap"}}, "fares.ADT: 'cheap' is not of type 'number'"),
+])
+def test_nested_arguments_are_validated_by_the_full_schema(change, problem):
+    assert make_tool(book, writes=True).argument_problem({**GOOD, **change}) == problem
+
+
+class Node(TypedDict):
+    child: "Node | None"
+
+
+def test_unsupported_and_recursive_types_are_named():
+    def tree(db: Db, root: Node) -> dict:
+        """Walk a tree."""
+
+    def keyed(db: Db, by_id: dict[int, str]) -> dict:
+        """Keyed by integers."""
+
+    with pytest.raises(TypeError, match="tool tree: argument 'root': .*Node refers to itself"):
+        make_tool(tree, writes=False)
+    with pytest.raises(TypeError, match="tool keyed: argument 'by_id': .*JSON object keys are strings"):
+        make_tool(keyed, writes=False)
+
+
+def test_to_python_builds_dataclasses_at_any_depth_and_picks_the_union_member_that_fits():
+    @dataclass
+    class Card:
+        card_id: str
+
+    @dataclass
+    class Voucher:
+        code: str
+        value: float = 0.0
+
+    assert to_python([{"code": "V1"}, {"card_id": "C1"}], list[Card | Voucher]) == [Voucher("V1"), Card("C1")]
+    assert to_python({"a": [{"card_id": "C1"}]}, dict[str, list[Card]]) == {"a": [Card("C1")]}
+    assert to_python(None, Card | None) is None
+
+
+SHOP_SCHEMA = "CREATE TABLE bookings (id TEXT PRIMARY KEY, passenger TEXT, paid REAL, kind TEXT);\n"
+SHOP_TOOLS = '''
+from dataclasses import dataclass
+from typing import Literal, TypedDict
+
+from endstate.core.tools import Db, ToolError, tool
+
+
+@dataclass
+class Payment:
+    method_id: str
+    amount: float
+
+    def __post_init__(self):
+        if self.amount <= 0:
+            raise ToolError(f"payment {self.method_id}: the amount must be positive")
+
+
+class Passenger(TypedDict):
+    name: str
+    age: int
+
+
+@tool(writes=True)
+def book(db: Db, passengers: list[Passenger], payments: list[Payment]) -> dict:
+    """Book seats for passengers, paid with one or more payments."""
+    kind = f"{type(passengers[0]).__name__}/list[{type(payments[0]).__name__}]"
+    for i, p in enumerate(passengers):
+        db.run("INSERT INTO bookings VALUES (?, ?, ?, ?)", f"B{i}", p["name"],
+               sum(pay.amount for pay in payments) / len(passengers), kind)
+    return {"booked": len(passengers)}
+
+
+@tool(writes=True, schema={"type": "object", "properties": {"ids": {
+    "type": "array", "items": {"type": "string", "pattern": "^B[0-9]+$"}, "minItems": 1}},
+    "required": ["ids"], "additionalProperties": False})
+def cancel(db: Db, ids) -> dict:
+    """Cancel bookings."""
+    return {"cancelled": sum(db.run("DELETE FROM bookings WHERE id = ?", i) for i in ids)}
+'''
+
+
+@pytest.fixture
+def airline(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENDSTATE_CACHE", str(tmp_path / "cache"))
+    d = tmp_path / "domains" / "airline"
+    d.mkdir(parents=True)
+    (d / "schema.sql").write_text(SHOP_SCHEMA)
+    (d / "seed.py").write_text("def build(db, rng):\n    pass\n")
+    (d / "tools.py").write_text(SHOP_TOOLS)
+    return Domains([str(tmp_path / "domains")])["airline"]
+
+
+def test_a_dataclass_argument_reaches_the_tool_as_an_instance_through_the_sandbox(airline):
+    text = ("<tool_call>\n<function=book>\n<parameter=passengers>\n"
+            '[{"name": "Ada Li", "age": "34"}, {"name": "Bo Li", "age": 3}]\n</parameter>\n'
+            '<parameter=payments>\n[{"method_id": "pm_1", "amount": "60"}, {"method_id": "pm_2", "amount": 30}]\n'
+            "</parameter>\n</function>\n</tool_call>")
+    params = {name: t.parameters for name, t in airline.tools.items()}
+    [call] = parse(text, params).tool_calls  # nested strings are coerced by the nested schema
+    assert call.arguments["passengers"][0]["age"] == 34 and call.arguments["payments"][0]["amount"] == 60.0
+    with Sandbox(airline) as s:
+        assert s.call("book", call.arguments).content == '{"booked":2}'
+        refused = s.call("book", {**call.arguments, "payments": [{"method_id": "pm_1", "amount": -1}]})
+        assert refused.content == '{"error":"payment pm_1: the amount must be positive"}'
+        assert s.call("book", {"passengers": [{"name": "X"}], "payments": call.arguments["payments"]}).content == (
+            '{"error":"invalid arguments for book: passengers.0: \'age\' is a required property"}')
+        assert s.call("cancel", {"ids": ["nope"]}).content == (
+            '{"error":"invalid arguments for cancel: ids.0: \'nope\' does not match \'^B[0-9]+$\'"}')
+        assert s.call("cancel", {"ids": ["B1"]}).content == '{"cancelled":1}'
+        rows = {k: v["row"] for k, v in ((e["key"]["id"], e) for e in s.changes()["bookings"]["inserted"])}
+    assert rows == {"B0": {"id": "B0", "passenger": "Ada Li", "paid": 45.0, "kind": "dict/list[Payment]"}}
+
+
+def test_a_raw_schema_override_is_checked_when_the_tool_is_declared():
+    raw = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{3}$"}},
+           "required": ["code"]}
+
+    @tool(schema=raw)
+    def airport(db: Db, code) -> dict:
+        """Look an airport up."""
+
+    t = airport.__endstate_tool__
+    assert t.parameters is raw and t.argument_problem({"code": "sfo"}) == "code: 'sfo' does not match '^[A-Z]{3}$'"
+    for schema, error in [
+        ({"type": "object", "properties": {"code": {"type": "strnig"}}, "required": ["code"]},
+         "tool airport: schema= is not a valid JSON Schema .*'strnig' is not valid"),
+        ({"type": "array"}, 'tool airport: schema= describes the arguments object: give it "type": "object"'),
+        ({"type": "object", "properties": {"code": {}, "city": {}}, "required": ["code"]},
+         r"tool airport: schema= has properties \['city'\] that are not parameters"),
+        ({"type": "object", "properties": {"code": {}}},
+         r"tool airport: parameters \['code'\] have no default, so schema= must list them"),
+    ]:
+        with pytest.raises(TypeError, match=error):
+            tool(schema=schema)(airport)

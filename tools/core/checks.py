@@ -64,17 +64,22 @@ def _name(t: Table, row: dict[str, Any]) -> str:
 
 
 def check_row(check: dict, ctx: Context) -> Outcome:
-    t = _table(ctx, check["table"], list(check["expect"]))
+    """Exactly one row matches `where`, and its columns meet `expect`; without `expect`, that the
+    row exists is the whole check."""
+    expect = check.get("expect") or {}
+    t = _table(ctx, check["table"], list(expect))
     rows = rows_where(ctx, check["table"], check["where"])
     if len(rows) != 1:
         found = "no row" if not rows else f"{len(rows)} rows (make `where` identify one row)"
         return False, f"{t.name} where {match.describe_where(check['where'])}: expected one row, found {found}"
     row = rows[0]
     wrong = [f"{_name(t, row)}.{c}: expected {match.describe(test)}, got {row[c]!r}"
-             for c, test in check["expect"].items() if not match.matches(test, row[c])]
+             for c, test in expect.items() if not match.matches(test, row[c])]
     if wrong:
         return False, "; ".join(wrong)
-    return True, f"{_name(t, row)}: " + ", ".join(f"{c}={row[c]!r}" for c in check["expect"])
+    if not expect:
+        return True, f"{_name(t, row)} exists"
+    return True, f"{_name(t, row)}: " + ", ".join(f"{c}={row[c]!r}" for c in expect)
 
 
 def check_absent(check: dict, ctx: Context) -> Outcome:

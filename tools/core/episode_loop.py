@@ -11,6 +11,7 @@ internal errors make the episode a `system_error` (error.kind says which) and th
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from endstate.core.episode_record import (
     new_episode,
     tool_result_message,
 )
-from endstate.core.errors import EndstateError
+from endstate.core.errors import ConfigurationError, EndstateError
 from endstate.core.sandbox import Sandbox
 
 log = logging.getLogger("endstate")
@@ -44,18 +45,59 @@ DEFAULT_MAX_TURNS = 30
 # -- simulated users ------------------------------------------------------------------------------
 
 @dataclass
+class Reaction:
+    """A scripted user's conditional reply: `reply` when the agent's last message matches `when`."""
+
+    when: re.Pattern[str]
+    reply: str
+    repeat: bool = False  # else it is used once
+
+
+@dataclass
 class ScriptedUser:
-    """The task's `script` replies in order, then STOP. Deterministic and offline."""
+    """Deterministic and offline. To each agent message addressed to the user it answers with, in
+    this order: the first unused reaction whose pattern the message matches (a case-insensitive
+    regex search), else the next `script` reply, else the `default` reply (every time), else STOP."""
 
     script: list[str]
+    reactions: list[Reaction] = field(default_factory=list)
+    default: str | None = None
     usage: dict[str, int] = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
     _next: int = 0
+    _used: set[int] = field(default_factory=set)
+
+    @classmethod
+    def for_task(cls, task: dict[str, Any]) -> ScriptedUser:
+        """The scripted user of a task (its `user` object); a bad pattern is a ConfigurationError."""
+        user = task["user"]
+        problem = reactions_problem(user)
+        if problem:
+            raise ConfigurationError(f"task {task['id']}: {problem}")
+        reactions = [Reaction(re.compile(r["when"], re.IGNORECASE), r["reply"], r.get("repeat", False))
+                     for r in user.get("reactions", [])]
+        return cls(list(user.get("script", [])), reactions, user.get("default"))
 
     async def reply(self, messages: list[dict[str, Any]]) -> str:
-        if self._next >= len(self.script):
-            return STOP
-        self._next += 1
-        return self.script[self._next - 1]
+        said = next((m.get("content") or "" for m in reversed(messages) if m["role"] == "assistant"), "")
+        for i, reaction in enumerate(self.reactions):
+            if i not in self._used and reaction.when.search(said):
+                if not reaction.repeat:
+                    self._used.add(i)
+                return reaction.reply
+        if self._next < len(self.script):
+            self._next += 1
+            return self.script[self._next - 1]
+        return STOP if self.default is None else self.default
+
+
+def reactions_problem(user: dict[str, Any]) -> str | None:
+    """What is wrong with the patterns of a task's `user.reactions`, or None."""
+    for i, r in enumerate(user.get("reactions", [])):
+        try:
+            re.compile(r["when"])
+        except re.error as e:
+            return f"user.reactions[{i}].when {r['when']!r} is not a regular expression: {e}"
+    return None
 
 
 USER_SYSTEM = """You are a customer talking to a customer-service agent. Stay in character and

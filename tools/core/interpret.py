@@ -3,10 +3,10 @@
 Renders tool specs into the system prompt (for chat templates that ignore `tools`, like
 SmolLM2's), parses hermes-style `<tool_call>{json}</tool_call>` and Qwen3 XML
 `<tool_call><function=NAME><parameter=P>value</parameter></function></tool_call>` calls and
-`<think>` reasoning, and coerces string arguments to the tool schema's types. `parse` never raises:
-output it cannot read becomes a plain text turn with `parse_error` set, and one unreadable call
-costs only itself (the fuzz tests call `_parse`, without parse's last-resort catch, so an internal
-exception fails them).
+`<think>` reasoning, and coerces string arguments to the tool schema's types (nested ones too).
+`parse` never raises: output it cannot read becomes a plain text turn with `parse_error` set, and
+one unreadable call costs only itself (the fuzz tests call `_parse`, without parse's last-resort
+catch, so an internal exception fails them).
 """
 
 from __future__ import annotations
@@ -78,15 +78,22 @@ def render_system(policy: str, tool_specs: list[dict[str, Any]], tool_format: st
 
 def render_signature(function: dict[str, Any]) -> str:
     """`cancel_order(order_id: string, reason?: "mistake" | "other"): Cancel a pending order.`"""
-    parameters = function.get("parameters") or {}
-    required = set(parameters.get("required") or ())
-    args = ", ".join(f"{name}{'' if name in required else '?'}: {_type_text(schema)}"
-                     for name, schema in (parameters.get("properties") or {}).items())
+    args = _fields_text(function.get("parameters") or {})
     return f"{function['name']}({args}): {function.get('description', '')}".rstrip(": ")
 
 
-def _type_text(schema: dict[str, Any]) -> str:
-    """A JSON schema as a short type: string, integer, "a" | "b", list[string], string | null."""
+def _fields_text(schema: Mapping[str, Any]) -> str:
+    """An object's properties as `name: type, optional?: type`."""
+    required = set(schema.get("required") or ())
+    return ", ".join(f"{name}{'' if name in required else '?'}: {_type_text(s)}"
+                     for name, s in (schema.get("properties") or {}).items())
+
+
+def _type_text(schema: Any) -> str:
+    """A JSON schema as a short type: string, integer, "a" | "b", list[string], string | null,
+    {name: string, age?: integer}, dict[string, integer]."""
+    if not isinstance(schema, Mapping):
+        return "any"
     if "enum" in schema:
         return " | ".join(orjson.dumps(v).decode() for v in schema["enum"])
     if "anyOf" in schema:
@@ -96,6 +103,10 @@ def _type_text(schema: dict[str, Any]) -> str:
         return " | ".join(kind)
     if kind == "array" and "items" in schema:
         return f"list[{_type_text(schema['items'])}]"
+    if kind == "object" and schema.get("properties"):
+        return "{" + _fields_text(schema) + "}"
+    if kind == "object" and isinstance(schema.get("additionalProperties"), Mapping):
+        return f"dict[string, {_type_text(schema['additionalProperties'])}]"
     return kind
 
 
@@ -150,12 +161,36 @@ def _decode_xml_call(body: str) -> ToolCall:
 
 
 def coerce(value: Any, schema: Mapping[str, Any]) -> Any:
-    """A string argument converted to the type the schema asks for, when it reads as one; any
-    other value, or a string that does not convert, is returned unchanged (validation reports it).
-    With a union (`X | None`), the non-string readings are tried before keeping the string."""
-    if not isinstance(value, str):
+    """A value converted to what the schema asks for where it reads as one: a string argument to
+    the type the schema names (with a union, `X | None`, the non-string readings are tried before
+    keeping the string), then the items of an array and the properties of an object by their own
+    schemas, at any depth. Whatever does not convert is returned unchanged (validation reports
+    it). `$ref` is not followed."""
+    if not isinstance(schema, Mapping):  # a boolean schema (`true`) asks for nothing
         return value
-    kinds = [option.get("type") for option in schema.get("anyOf", [schema])]
+    options = schema.get("anyOf") or schema.get("oneOf") or [schema]
+    kinds = [k for option in options for k in _kinds(option)]
+    if isinstance(value, str):
+        value = _from_text(value, kinds)
+    if isinstance(value, list):
+        items = _option(options, "array").get("items")
+        return [coerce(v, items) for v in value] if isinstance(items, Mapping) else value
+    if isinstance(value, dict):
+        return _coerce_object(value, _option(options, "object"))
+    return value
+
+
+def _kinds(schema: Any) -> list[str]:
+    kind = schema.get("type") if isinstance(schema, Mapping) else None
+    return kind if isinstance(kind, list) else [kind]
+
+
+def _option(options: list[Mapping[str, Any]], kind: str) -> Mapping[str, Any]:
+    """The first schema of a union that takes `kind` values; {} (nothing to coerce) if none."""
+    return next((o for o in options if kind in _kinds(o)), {})
+
+
+def _from_text(value: str, kinds: list[str]) -> Any:
     text = value.strip()
     if "null" in kinds and text.lower() in ("null", "none"):
         return None
@@ -176,9 +211,15 @@ def coerce(value: Any, schema: Mapping[str, Any]) -> Any:
     return value
 
 
+def _coerce_object(obj: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    props = schema.get("properties") or {}
+    extra = schema.get("additionalProperties")
+    return {k: coerce(v, props[k]) if k in props else coerce(v, extra) if isinstance(extra, Mapping) else v
+            for k, v in obj.items()}
+
+
 def coerce_arguments(args: dict[str, Any], parameters: Mapping[str, Any] | None) -> dict[str, Any]:
-    props = (parameters or {}).get("properties", {})
-    return {k: coerce(v, props[k]) if k in props else v for k, v in args.items()}
+    return _coerce_object(args, parameters or {})
 
 
 def typed_call(name: str, args: dict[str, Any], parameters: Mapping[str, Any] | None) -> ToolCall:

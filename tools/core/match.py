@@ -77,7 +77,15 @@ def describe_where(where: dict[str, Any]) -> str:
 
 # -- what the agent said --------------------------------------------------------------------
 
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+# A numeral standing alone: not part of a word or id ("W1042", "4th"), of a longer number ("14",
+# "4.5", "2024") or of a date, time, range or fraction ("2024-01-04", "10:30", "4-5", "3/4").
+# Thousands are grouped by commas ("1,250.00"); a sign and a currency symbol may lead ("-$4").
+_NUMERAL = re.compile(r"""
+    (?<![\w.-]) (?<!\d[.,/:-])
+    (?P<sign>[-\u2212])? [$\u20ac\u00a3]?
+    (?P<digits>[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+) (?P<fraction>\.[0-9]+)?
+    (?!\w|[.,/:-][0-9])
+""", re.VERBOSE)
 
 
 def normalize_text(text: str) -> str:
@@ -87,13 +95,19 @@ def normalize_text(text: str) -> str:
     return " ".join(text.split())
 
 
+def numbers_in(text: str) -> list[float]:
+    """The values of the standalone numerals of `text` (see _NUMERAL): "$1,250.00" reads 1250."""
+    return [(-1 if m["sign"] else 1) * float(m["digits"].replace(",", "") + (m["fraction"] or ""))
+            for m in _NUMERAL.finditer(text)]
+
+
 def said(value: str | int | float, text: str) -> bool:
-    """Whether normalized `text` contains `value`: a number matches any numeral equal to it
-    within half a cent; a string matches as a normalized substring."""
-    norm = normalize_text(text)
+    """Whether `text` contains `value`: a number matches a standalone numeral of the same value
+    within half a cent (4 matches "4", "$4.00" and "4%", never "14", "4.5", "W4" or "2024-01-04");
+    a string matches as a normalized substring."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return any(abs(float(n) - value) < 0.005 for n in _NUMBER.findall(norm))
-    return normalize_text(value) in norm
+        return any(abs(n - value) < 0.005 for n in numbers_in(text))
+    return normalize_text(value) in normalize_text(text)
 
 
 def visible_assistant_text(messages: list[dict[str, Any]]) -> str:

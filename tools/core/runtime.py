@@ -140,7 +140,7 @@ def price_of(cfg: RunConfig) -> Callable[[dict[str, dict[str, int]]], float | No
 def user_maker(cfg: RunConfig) -> Callable[[dict[str, Any]], ScriptedUser | LLMUser]:
     """task -> its simulated user; LLM users of one run share one set of endpoints."""
     if cfg.user == "scripted":
-        return lambda task: ScriptedUser(list(task["user"].get("script", [])))
+        return ScriptedUser.for_task
     endpoints = Endpoints(cfg.user_urls, cfg.api_key, cfg.timeout, RetryPolicy(attempts=cfg.retries))
     return lambda task: LLMUser(endpoints, cfg.user_model, task["user"]["instruction"], seed=cfg.seed)
 

@@ -272,7 +272,7 @@ class Sandbox:
             # pragma expires every prepared statement of the connection.
             writes_before = conn.total_changes
             try:
-                value = t.fn(Db(conn, self.domain.now), **args)
+                value = t.invoke(Db(conn, self.domain.now), args)
                 result = ToolResult(True, orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode(), value)
                 if not t.writes and conn.total_changes != writes_before:
                     result = ToolResult.error(f"{name} failed: read-only tool tried to write")

@@ -142,7 +142,11 @@ def _unrunnable(task: dict[str, Any], domains: Domains, judge: bool | None) -> s
     if judge is False and any(c["kind"] == "judge" for c in task["checks"]):
         return ("has a judge check: pass --judge-model and --judge-base-url (or set "
                 "ENDSTATE_JUDGE_MODEL and ENDSTATE_JUDGE_BASE_URL)")
-    return None
+    # Imported here: rollout and probe load the episode loop anyway; grade, which imports this
+    # module, need not.
+    from endstate.core.episode_loop import reactions_problem
+
+    return reactions_problem(task["user"])
 
 
 def episodes_path_writer(path: str | None):

@@ -10,7 +10,10 @@
         '''
 
 The first parameter is the episode's database handle (`Db`); the others are the tool's arguments.
-A tool raises ToolError for anything the agent should be told ("order W1 is already shipped").
+Nested arguments are TypedDicts or dataclasses (core.tool_schema turns hints into JSON Schema and
+builds the dataclass instances); `@tool(schema={...})` gives a raw schema instead. Arguments are
+validated against the full schema before the call. A tool raises ToolError for anything the agent
+should be told ("order W1 is already shipped").
 
 What the built-in domains share lives here too: `db.get` (a row by id, or the one "not found"
 error), `customer_finder` (their find_customer tool) and, for seed.py, `insert_rows`.
@@ -19,16 +22,23 @@ error), `customer_finder` (their find_customer tool) and, for seed.py, `insert_r
 from __future__ import annotations
 
 import inspect
-import re
 import sqlite3
-import types
 import typing
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
+
+from endstate.core.tool_schema import (
+    check_parameters_schema,
+    docstring_parts,
+    holds_dataclass,
+    json_schema_of,
+    to_python,
+    with_default,
+)
 
 
 class ToolError(Exception):
@@ -77,50 +87,6 @@ class Db:
         return f"{prefix}{int(last[len(prefix):]) + 1 if last else 1:0{width}d}"
 
 
-_JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
-                               dict: "object", list: "array"}
-
-
-def json_schema_of(annotation: Any) -> dict[str, Any]:
-    """JSON Schema for a type hint: str, int, float, bool, list[X], dict, Literal[...], X | None."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if annotation in _JSON_TYPES:
-        return {"type": _JSON_TYPES[annotation]}
-    if origin is Literal:
-        values = list(args)
-        return {"type": _JSON_TYPES[type(values[0])], "enum": values}
-    if origin in (list, tuple) or annotation is list:
-        return {"type": "array", "items": json_schema_of(args[0])} if args else {"type": "array"}
-    if origin is dict:
-        return {"type": "object"}
-    if origin in (typing.Union, types.UnionType):
-        options = [json_schema_of(a) for a in args if a is not type(None)]
-        schema = options[0] if len(options) == 1 else {"anyOf": options}
-        if type(None) in args:
-            schema = {"anyOf": [schema, {"type": "null"}]}
-        return schema
-    raise TypeError(f"unsupported tool argument type {annotation!r}; use str, int, float, bool, "
-                    "list[...], dict, Literal[...] or X | None")
-
-
-def _docstring_parts(doc: str) -> tuple[str, dict[str, str]]:
-    """(description, {arg: description}) from a Google-style docstring."""
-    doc = inspect.cleandoc(doc or "")
-    head, _, args_block = doc.partition("\nArgs:\n")
-    args_block = re.split(r"\n(?:Returns|Raises|Examples?):", args_block)[0]
-    described: dict[str, str] = {}
-    current = None
-    for line in args_block.splitlines():
-        m = re.match(r"\s{2,}(\w+)(?:\s*\([^)]*\))?:\s*(.*)", line)
-        if m and (len(line) - len(line.lstrip())) <= 4:
-            current = m.group(1)
-            described[current] = m.group(2).strip()
-        elif current and line.strip():
-            described[current] += " " + line.strip()
-    return " ".join(head.split()), described
-
-
 @dataclass
 class Tool:
     name: str
@@ -128,6 +94,7 @@ class Tool:
     writes: bool
     schema: dict[str, Any]  # OpenAI function-tool spec: {"type": "function", "function": {...}}
     _validator: Draft202012Validator
+    _typed: dict[str, Any] = field(default_factory=dict)  # parameter -> hint holding a dataclass
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -140,37 +107,60 @@ class Tool:
         where = ".".join(str(p) for p in error.absolute_path)
         return f"{where + ': ' if where else ''}{error.message}"
 
+    def invoke(self, db: Db, args: dict[str, Any]) -> Any:
+        """Call the tool with arguments `argument_problem` passed: a dataclass parameter receives
+        an instance (a list of them, a list of instances), everything else the JSON as read."""
+        return self.fn(db, **{k: to_python(v, self._typed[k]) if k in self._typed else v
+                              for k, v in args.items()})
 
-def make_tool(fn: Callable[..., Any], writes: bool) -> Tool:
-    description, arg_docs = _docstring_parts(fn.__doc__ or "")
+
+def make_tool(fn: Callable[..., Any], writes: bool, schema: dict[str, Any] | None = None) -> Tool:
+    """The Tool of a function: its parameters schema from the type hints and the docstring's
+    `Args:`, or `schema` as given (a raw JSON Schema for the arguments object)."""
+    description, arg_docs = docstring_parts(fn.__doc__)
     if not description:
         raise TypeError(f"tool {fn.__name__} needs a docstring: it is the agent's description")
-    hints = typing.get_type_hints(fn)
     params = list(inspect.signature(fn).parameters.values())[1:]  # first is the Db handle
+    if schema is not None:
+        check_parameters_schema(fn.__name__, schema, params)
+        parameters, typed = schema, {}
+    else:
+        parameters, typed = _parameters_from_hints(fn, params, arg_docs)
+    spec = {"type": "function",
+            "function": {"name": fn.__name__, "description": description, "parameters": parameters}}
+    return Tool(fn.__name__, fn, writes, spec, Draft202012Validator(parameters), typed)
+
+
+def _parameters_from_hints(fn: Callable[..., Any], params: list[inspect.Parameter],
+                           arg_docs: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(parameters schema, {parameter: hint} of those that arrive as dataclasses)."""
+    hints = typing.get_type_hints(fn)
     properties, required = {}, []
     for p in params:
         if p.name not in hints:
             raise TypeError(f"tool {fn.__name__}: argument {p.name!r} needs a type hint")
-        prop = json_schema_of(hints[p.name])
+        try:
+            prop = json_schema_of(hints[p.name])
+        except TypeError as e:
+            raise TypeError(f"tool {fn.__name__}: argument {p.name!r}: {e}") from None
         if p.name in arg_docs:
             prop["description"] = arg_docs[p.name]
         if p.default is inspect.Parameter.empty:
             required.append(p.name)
-        else:
-            prop["default"] = p.default
-        properties[p.name] = prop
+        properties[p.name] = with_default(prop, p.default)
     parameters = {"type": "object", "properties": properties, "required": required,
                   "additionalProperties": False}
-    schema = {"type": "function",
-              "function": {"name": fn.__name__, "description": description, "parameters": parameters}}
-    return Tool(fn.__name__, fn, writes, schema, Draft202012Validator(parameters))
+    return parameters, {p.name: hints[p.name] for p in params if holds_dataclass(hints[p.name])}
 
 
-def tool(fn: Callable[..., Any] | None = None, *, writes: bool = False):
-    """Mark a domain function as a tool; `writes=True` for tools that change the database."""
+def tool(fn: Callable[..., Any] | None = None, *, writes: bool = False,
+         schema: dict[str, Any] | None = None):
+    """Mark a domain function as a tool; `writes=True` for tools that change the database.
+    `schema=` replaces the schema read from the type hints with a raw JSON Schema (Draft 2020-12)
+    of the arguments object; its arguments then reach the function as JSON (dicts and lists)."""
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
-        f.__endstate_tool__ = make_tool(f, writes)
+        f.__endstate_tool__ = make_tool(f, writes, schema)
         return f
 
     return mark(fn) if fn is not None else mark
