@@ -113,7 +113,8 @@ def env_domain_dirs() -> list[str]:
 
 def judge_options(fn):
     fn = click.option("--judge-cache", type=click.Path(dir_okay=False),
-                      help="SQLite file of cached verdicts [default: ~/.cache/endstate/judge.sqlite].")(fn)
+                      help="SQLite file of cached verdicts [default: judge.sqlite in $ENDSTATE_CACHE, "
+                      "else ~/.cache/endstate].")(fn)
     fn = click.option("--judge-base-url", envvar="ENDSTATE_JUDGE_BASE_URL",
                       help="OpenAI-compatible endpoint for judge checks (env ENDSTATE_JUDGE_BASE_URL).")(fn)
     fn = click.option("--judge-model", envvar="ENDSTATE_JUDGE_MODEL",

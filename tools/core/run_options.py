@@ -14,7 +14,7 @@ from endstate.core.cli import parse_prices
 from endstate.core.local_model import EMBEDDED
 from endstate.core.runtime import BACKENDS, RunConfig
 from endstate.core.settings import EpisodeSettings
-from endstate.core.tasks import parse_shard
+from endstate.core.tasks import TaskFilter, parse_shard
 
 
 def _urls(values) -> list[str]:
@@ -61,6 +61,11 @@ def run_options(fn):
         click.option("--price", "prices", multiple=True, callback=parse_prices, metavar="MODEL=IN,OUT",
                      help="MODEL=IN,OUT in USD per million tokens (repeatable), for cost_usd."),
         click.option("--shard", help="I/N: run only every N-th task starting at I (Slurm arrays)."),
+        click.option("--task", "task_ids", multiple=True, metavar="ID",
+                     help="Only tasks whose id matches this shell-style pattern (repeatable: any of)."),
+        click.option("--tag", "task_tags", multiple=True, metavar="TAG",
+                     help="Only tasks with a tag matching this pattern, e.g. 'template:*' "
+                     "(repeatable: any of)."),
     ]
 
     @functools.wraps(fn)
@@ -74,7 +79,8 @@ def run_options(fn):
             procs=kw.pop("procs"), timeout=kw.pop("timeout"), retries=kw.pop("retries"),
             user=kw.pop("user_kind"), user_urls=_urls(kw.pop("user_urls")),
             user_model=kw.pop("user_model"), prices=kw.pop("prices"))
-        return fn(cfg=cfg, shard=parse_shard(kw.pop("shard")), **kw)
+        select = TaskFilter(ids=kw.pop("task_ids"), tags=kw.pop("task_tags"))
+        return fn(cfg=cfg, shard=parse_shard(kw.pop("shard")), select=select, **kw)
 
     for option in reversed(options):
         wrapper = option(wrapper)

@@ -1,11 +1,14 @@
-"""Which (task, attempt) keys a run covers: task files read with unique ids, Slurm shards, the
-keys an earlier output already holds (--resume), and the plan of what is left."""
+"""Which (task, attempt) keys a run covers: task files read with unique ids, the tasks a filter
+takes (--task, --tag), Slurm shards, the keys an earlier output already holds (--resume), and the
+plan of what is left, in that order."""
 
 from __future__ import annotations
 
 import io
 import os
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import IO, Any
 
@@ -115,19 +118,64 @@ def load_tasks(paths: Iterable[str], skip: SkipLog | None) -> list[dict[str, Any
     return [task for _, task in read_tasks(paths, skip)]
 
 
+@dataclass(frozen=True)
+class TaskFilter:
+    """Which tasks to take: `--task ID` and `--tag TAG` (rollout, probe), `--domain`, `--split` and
+    `--tag` (grade tasks). Values of one filter are alternatives (any of them); different filters
+    must all hold. Ids and tags are shell-style patterns (`retail-*`, `template:*`)."""
+
+    ids: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    domains: tuple[str, ...] = ()
+    splits: tuple[str, ...] = ()
+
+    def __call__(self, task: dict[str, Any]) -> bool:
+        if not self.takes_id(task["id"]):
+            return False
+        if self.domains and task["domain"] not in self.domains:
+            return False
+        if self.splits and task.get("split") not in self.splits:
+            return False
+        tags = task.get("tags", [])
+        return not self.tags or any(fnmatchcase(t, p) for t in tags for p in self.tags)
+
+    def takes_id(self, task_id: str) -> bool:
+        """The id filter alone (grade show picks episodes by their task_id with it)."""
+        return not self.ids or any(fnmatchcase(task_id, p) for p in self.ids)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.ids or self.tags or self.domains or self.splits)
+
+    def describe(self) -> str:
+        """The filter as the flags that make it, e.g. `--task 'retail-*' --tag refund`."""
+        flags = (("--task", self.ids), ("--tag", self.tags), ("--domain", self.domains),
+                 ("--split", self.splits))
+        return " ".join(f"{flag} {value!r}" for flag, values in flags for value in values)
+
+
 def runnable_tasks(paths: Iterable[str], domains: Domains, skip: SkipLog | None,
-                   judge: bool | None = None) -> list[dict[str, Any]]:
-    """The tasks of `paths`, each checked before any episode runs: its domain is known, the tools
-    it allows exist there, and, when episodes are graded here (`judge` is whether a judge is
-    configured), a judge check has a judge. A task that fails is FILE:LINE: an input error, or
-    left out under --skip-invalid."""
-    tasks = []
+                   judge: bool | None = None,
+                   select: TaskFilter = TaskFilter()) -> list[dict[str, Any]]:
+    """The tasks of `paths` that `select` takes, each checked before any episode runs: its domain
+    is known, the tools it allows exist there, and, when episodes are graded here (`judge` is
+    whether a judge is configured), a judge check has a judge. A task that fails is FILE:LINE: an
+    input error, or left out under --skip-invalid. A filter that takes no task is an error: a
+    typo in `--task` must not look like a finished run."""
+    paths = list(paths)
+    tasks, selected = [], 0
     for loc, task in read_tasks(paths, skip):
+        if not select(task):
+            continue
+        selected += 1
         problem = _unrunnable(task, domains, judge)
         if problem:
             fail(loc, f"task {task['id']}: {problem}", skip)
             continue
         tasks.append(task)
+    if select.active and not selected:
+        raise EndstateError(f"{select.describe()} selects no task in {', '.join(paths) or 'stdin'}; "
+                            "`grade tasks FILE` lists their ids and tags")
     return tasks
 
 

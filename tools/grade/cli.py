@@ -16,6 +16,7 @@ from endstate.core.judge import Judge
 from endstate.core.progress import Progress, note
 from endstate.core.records import SkipLog, fail, read_jsonl, write_jsonl
 from endstate.grade.listing import count, listing, matches, summary_table
+from endstate.grade.show import show
 from endstate.grade.state import output_path, pick_episode, write_state
 from endstate.grade.validate import validate_task
 
@@ -242,6 +243,8 @@ def state(episodes, task_id, attempt, episode_id, gold, initial, out_file, diff_
     click.echo(f"wrote {out}: {what} of task {task_id} ({domain.name}), {len(counts)} tables, "
                f"{sum(counts.values()):,} rows, {row_count(changes)} changed row(s)", err=True)
 
+
+cli.add_command(show)  # grade show: grade/show.py
 
 main = run(cli)
 

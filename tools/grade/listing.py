@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from fnmatch import fnmatchcase
 from typing import Any
+
+from endstate.core.tasks import TaskFilter
 
 MAX_TURNS_DEFAULT = 30  # schemas/task.schema.json: max_turns.default
 NO_SPLIT = "-"  # a task without `split`, in the summary table
@@ -20,15 +21,9 @@ NO_SPLIT = "-"  # a task without `split`, in the summary table
 
 def matches(task: Mapping[str, Any], domains: Collection[str] = (), splits: Collection[str] = (),
             tags: Collection[str] = ()) -> bool:
-    """True when the task passes every given filter. Values of one filter are alternatives (any
-    of them); `tags` are shell-style patterns (`template:*`) and match when any tag matches any."""
-    if domains and task["domain"] not in domains:
-        return False
-    if splits and task.get("split") not in splits:
-        return False
-    if tags and not any(fnmatchcase(t, p) for t in task.get("tags", []) for p in tags):
-        return False
-    return True
+    """True when the task passes every given filter (core.tasks.TaskFilter, which rollout and
+    probe use for --task and --tag too)."""
+    return TaskFilter(domains=tuple(domains), splits=tuple(splits), tags=tuple(tags))(task)
 
 
 def listing(task: Mapping[str, Any], writing_tools: Collection[str]) -> dict[str, Any]:

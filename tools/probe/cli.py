@@ -25,7 +25,7 @@ from endstate.core.tasks import done_keys, episodes_path_writer, plan, runnable_
 @run_options
 @judge_options
 @common_options(domains=True, skip_invalid=True, quiet=True)
-def cli(task_files, repeats, episodes_file, resume, cfg, shard, judge_model, judge_base_url,
+def cli(task_files, repeats, episodes_file, resume, cfg, shard, select, judge_model, judge_base_url,
         judge_cache, domain_dirs, skip_invalid, quiet):
     """Run every task REPEATS times, grade each episode, and write one attempt record per line.
 
@@ -41,7 +41,8 @@ def cli(task_files, repeats, episodes_file, resume, cfg, shard, judge_model, jud
     skip = SkipLog() if skip_invalid else None
     domains = Domains([*domain_dirs, *env_domain_dirs()])
     grader = Grader(domains, Judge.from_options(judge_model, judge_base_url, judge_cache))
-    tasks = shard_of(runnable_tasks(task_files, domains, skip, judge=grader.judge is not None), shard)
+    tasks = shard_of(runnable_tasks(task_files, domains, skip, judge=grader.judge is not None,
+                                    select=select), shard)
     out = records_out()
     done = done_keys(resume, out)
     episodes_out = episodes_path_writer(episodes_file)

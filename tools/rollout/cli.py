@@ -35,7 +35,7 @@ def cli():
               help="Skip (task_id, attempt) keys already in this episodes file.")
 @run_options
 @common_options(domains=True, skip_invalid=True, quiet=True)
-def run_cmd(task_files, repeats, resume, cfg, shard, domain_dirs, skip_invalid, quiet):
+def run_cmd(task_files, repeats, resume, cfg, shard, select, domain_dirs, skip_invalid, quiet):
     """Run each task REPEATS times and write one episode record per line to stdout.
 
     Each episode gets a fresh sandbox; the record carries the transcript, the token trace
@@ -48,7 +48,7 @@ def run_cmd(task_files, repeats, resume, cfg, shard, domain_dirs, skip_invalid, 
     """
     skip = SkipLog() if skip_invalid else None
     domains = Domains([*domain_dirs, *env_domain_dirs()])
-    tasks = shard_of(runnable_tasks(task_files, domains, skip), shard)
+    tasks = shard_of(runnable_tasks(task_files, domains, skip, select=select), shard)
     out = stdio.records_out()
     keys = plan(tasks, repeats, done_keys(resume, out))
     backend = build_backend(cfg)
