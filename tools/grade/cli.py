@@ -15,6 +15,7 @@ from endstate.core.grader import Grader, TaskIndex, builtin_task_files, check_re
 from endstate.core.judge import Judge
 from endstate.core.progress import Progress, note
 from endstate.core.records import SkipLog, fail, read_jsonl, write_jsonl
+from endstate.grade.authoring_cli import import_group, new_domain
 from endstate.grade.listing import count, listing, matches, summary_table
 from endstate.grade.show import show
 from endstate.grade.state import output_path, pick_episode, write_state
@@ -245,6 +246,8 @@ def state(episodes, task_id, attempt, episode_id, gold, initial, out_file, diff_
 
 
 cli.add_command(show)  # grade show: grade/show.py
+cli.add_command(import_group)  # grade import tau2: grade/authoring_cli.py
+cli.add_command(new_domain)  # grade new-domain: grade/authoring_cli.py
 
 main = run(cli)
 

@@ -1,0 +1,150 @@
+"""The code `grade import tau2` writes around the data: tools.py with one typed stub per tool the
+gold calls use (tools are code and are not translated), seed.py, and checks.py for tasks whose
+reward requires tau2's exact tool calls."""
+
+from __future__ import annotations
+
+import keyword
+from typing import Any
+
+import orjson
+
+from endstate.core.errors import InputError
+
+# A stub is marked as writing when its name starts so (a guess the author checks): grade validate
+# drops each writing gold call and needs a check to notice, so read tools must not be marked.
+WRITE_PREFIXES = (
+    "activate_", "add_", "apply_", "approve_", "assign_", "block_", "book_", "cancel_", "change_",
+    "close_", "create_", "deactivate_", "delete_", "disable_", "downgrade_", "enable_", "exchange_",
+    "file_", "grant_", "hire_", "issue_", "lock_", "make_", "modify_", "open_", "pay_", "place_",
+    "record_", "refuel_", "refund_", "register_", "reject_", "remove_", "renew_", "rent_",
+    "reschedule_", "reserve_", "reset_", "resume_", "return_", "schedule_", "send_", "set_",
+    "submit_", "suspend_", "toggle_", "transfer_funds", "unblock_", "unlock_", "update_",
+    "upgrade_")
+_SCALARS = {bool: "bool", int: "int", float: "float", str: "str", dict: "dict"}
+
+
+def _type_of(value: Any) -> str | None:
+    """The annotation of one gold argument value; None for null."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        inner = _merge({_type_of(x) for x in value} - {None})
+        return f"list[{inner}]" if inner in _SCALARS.values() else "list"
+    return _SCALARS.get(type(value), "str")
+
+
+def _merge(names: set[str]) -> str | None:
+    if names == {"int", "float"}:
+        return "float"
+    if len(names) > 1 and {n for n in names if n.startswith("list")} == names:
+        return "list"
+    return " | ".join(sorted(names)) if names else None
+
+
+def signature(tool: str, calls: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
+    """(argument, annotation, example) for each argument the gold calls pass, in first-seen order;
+    an argument some call leaves out or passes as null becomes `X | None = None`."""
+    names = list(dict.fromkeys(k for args in calls for k in args))
+    params = []
+    for name in names:
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise InputError(f"tool {tool}: argument {name!r} is not a Python name; write {tool} "
+                             "by hand (its schema comes from the function's parameters)")
+        values = [args.get(name) for args in calls]
+        annotation = _merge({_type_of(v) for v in values} - {None}) or "str"
+        example = next((v for v in values if v is not None), None)
+        if None in values or any(name not in args for args in calls):
+            annotation += " | None = None"
+        params.append((name, annotation, example))
+    return params
+
+
+def _stub(tool: str, calls: list[dict[str, Any]]) -> str:
+    params = signature(tool, calls)
+    handle = "database" if any(p == "db" for p, _, _ in params) else "db"
+    args = "".join(f", {p}: {a}" for p, a, _ in params)
+    mark = ("@tool(writes=True)  # guessed from the name; @tool if it only reads"
+            if tool.startswith(WRITE_PREFIXES) else "@tool  # guessed from the name; "
+            "@tool(writes=True) if it changes the database")
+    lines = [mark, f"def {tool}({handle}: Db{args}) -> dict:",
+             (f'    """Not written yet: what {tool} does, as the agent should read it '
+              f'({len(calls)} gold call{"s" * (len(calls) != 1)}).')]
+    if params:
+        lines += ["", "    Args:"]
+        lines += [f"        {p}: e.g. {_example(e)}." for p, _, e in params]
+    lines += ['    """', f'    raise ToolError(NOT_WRITTEN.format("{tool}"))']
+    return "\n".join(lines)
+
+
+def _example(value: Any) -> str:
+    text = orjson.dumps(value).decode()
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def tools_source(domain: str, calls: dict[str, list[dict[str, Any]]]) -> str:
+    for name in calls:
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise InputError(f"tool name {name!r} is not a Python name; rename it in tasks.json")
+    stubs = "\n\n\n".join(_stub(name, args) for name, args in calls.items())
+    return TOOLS_HEADER.format(domain=domain) + stubs + "\n"
+
+
+TOOLS_HEADER = '''"""Tools of the {domain} domain, imported from tau2-bench by `grade import tau2`.
+
+Tools are code, so the import does not translate them: each one here is a typed stub (argument
+types inferred from the gold calls) that fails with "not written yet". Write each body against the
+tables of schema.sql (its comments say where each column comes from in tau2's db.json), raise
+ToolError with what the agent should be told, and mark the tools that change the database
+@tool(writes=True). `grade validate` names the stubs still to write.
+"""
+
+from endstate.core.tools import Db, ToolError, tool
+
+NOW = "2026-01-15T12:00:00"  # db.now, the domain's clock: set the date your policy.md assumes
+NOT_WRITTEN = "tool {{}} is not written yet: write its body in the tools.py of domain {domain}"
+
+
+'''
+
+SEED_SOURCE = '''"""Seed of the {domain} domain, imported from tau2-bench by `grade import tau2`:
+tau2's database document seed/db.json, flattened into the tables of schema.sql by
+seed/mapping.json (the mapping is described in docs/domains.md). Both files are under seed/, so
+editing them rebuilds the seed.
+"""
+
+import json
+import random
+import sqlite3
+from pathlib import Path
+
+from endstate.core.nested import Mapping, insert_document
+
+DATA = Path(__file__).parent / "seed"
+
+
+def build(db: sqlite3.Connection, rng: random.Random) -> None:
+    mapping = Mapping.from_json((DATA / "mapping.json").read_bytes())
+    insert_document(db, json.loads((DATA / "db.json").read_text()), mapping, source="seed/db.json")
+'''
+
+CHECKS_SOURCE = '''"""Named checks of the {domain} domain, imported from tau2-bench by
+`grade import tau2`."""
+
+import json
+
+
+def tau2_action(conn, messages, name, arguments, compare_args=None):
+    """tau2's ACTION reward: some agent tool call is `name` with these argument values (only the
+    `compare_args` ones when given, else every argument the call passes)."""
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            if call["function"]["name"] != name:
+                continue
+            args = json.loads(call["function"]["arguments"] or "{{}}")
+            keys = set(args) if compare_args is None else set(compare_args)
+            if {{k: v for k, v in args.items() if k in keys}} == \\
+                    {{k: v for k, v in arguments.items() if k in keys}}:
+                return True, f"the agent called {{name}}"
+    return False, f"the agent never called {{name}} with {{arguments}}"
+'''
