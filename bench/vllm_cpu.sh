@@ -50,7 +50,7 @@ for _ in $(seq 1 120); do
 done
 
 timed completions .venv/bin/rollout run "$OUT/tasks.jsonl" -n 2 --backend completions \
-  --agent-url "http://127.0.0.1:$PORT/v1" --model smollm2 "${common[@]}"
+  --agent-url "http://127.0.0.1:$PORT/v1" --model smollm2 --tokenizer embedded "${common[@]}"
 timed chat .venv/bin/rollout run "$OUT/tasks.jsonl" -n 2 --backend chat \
   --agent-url "http://127.0.0.1:$PORT/v1" --model smollm2 --max-new-tokens 96 --temperature 0.7 -j 8 --max-turns 6 \
   --seed none

@@ -1,6 +1,8 @@
 """A test double at the edge we do not own: a local HTTP server that plays an OpenAI-compatible
 endpoint (`/v1/chat/completions`, and `/v1/completions` the way vLLM answers with
-`return_token_ids`), with scripted answers, a scripted *policy*, a fixed latency and injected faults.
+`return_token_ids`), with scripted answers, a scripted *policy*, a fixed latency and injected faults;
+and, when given a tokenizer and served model names, vLLM's start-up surface: `GET /v1/models`
+and `POST /tokenize` (at the server root, as vLLM serves it), both 404 otherwise.
 
 It is not a model and not a server to deploy: it exists so tests and bench/ can drive rollout and
 probe over real HTTP. Loopback only, bounded: it binds 127.0.0.1, every injected hang is capped at
@@ -10,6 +12,8 @@ MAX_HANG_S, idle keep-alive connections are dropped after IDLE_S, and it stops w
     with FakeEndpoint(policy=gold_policy(tasks), latency=0.1, faults=first(2, HTTP_503)) as ep:
         probe --backend chat --agent-url {ep.base_url} ...
         len(ep.requests)  # every request, faulted or not, in arrival order
+    with FakeEndpoint(completions=..., tokenizer="path/to/tokenizer", served=["qwen"]) as ep:
+        ep.checks  # the /v1/models and /tokenize calls, kept apart (faults do not apply to them)
 
 An asyncio server on its own thread (or process): hundreds of concurrent requests cost one
 coroutine each, not a thread each, so the double is never the bottleneck of a benchmark.
@@ -24,6 +28,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Union
 
 import orjson
@@ -131,7 +136,18 @@ class FakeEndpoint:
     def __init__(self, answers: list[str | int] | None = None, *,
                  policy: Callable[[dict], ChatReply] | None = None,
                  completions: Callable[[dict], CompletionReply] | None = None,
-                 latency: float = 0.0, faults: Faults | None = None, port: int = 0):
+                 latency: float = 0.0, faults: Faults | None = None, port: int = 0,
+                 tokenizer: Any = None, served: Iterable[str] | None = None,
+                 max_model_len: int = 8192):
+        """`tokenizer`: a transformers tokenizer or its folder, for /tokenize; `served`: the model
+        names /v1/models lists, each with `max_model_len`."""
+        if isinstance(tokenizer, (str, Path)):
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(tokenizer)
+        self.tokenizer, self.max_model_len = tokenizer, max_model_len
+        self.served = None if served is None else list(served)
+        self.checks: list[tuple[str, str, dict]] = []  # (method, path, body) of start-up calls
         self.answers = list(answers or [])
         self.policy, self.completions = policy, completions
         self.latency, self.faults = latency, faults or (lambda i: None)
@@ -152,6 +168,27 @@ class FakeEndpoint:
         return f"http://127.0.0.1:{self.port}/v1"
 
     # -- deciding the answer ------------------------------------------------------------------
+
+    def _startup_answer(self, method: str, path: str, data: bytes) -> Fault | dict | None:
+        """vLLM's answers to /v1/models and /tokenize (404 when not configured); None for any
+        other path. Kept out of `requests`, and never faulted, so request numbers stay those of
+        the model calls."""
+        if (method, path) not in (("GET", "/v1/models"), ("POST", "/tokenize")):
+            return None
+        body = orjson.loads(data) if data else {}
+        self.checks.append((method, path, body))
+        if path == "/v1/models":
+            if self.served is None:
+                return Fault("http", 404)
+            return {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "double",
+                                                "max_model_len": self.max_model_len} for name in self.served]}
+        if self.tokenizer is None:
+            return Fault("http", 404)
+        ids = self.tokenizer(body["prompt"], add_special_tokens=body.get("add_special_tokens", True))["input_ids"]
+        answer = {"count": len(ids), "max_model_len": self.max_model_len, "tokens": ids}
+        if body.get("return_token_strs"):
+            answer["token_strs"] = self.tokenizer.convert_ids_to_tokens(ids)
+        return answer
 
     def _answer(self, path: str, data: bytes) -> Fault | dict:
         n = len(self._bodies)
@@ -189,8 +226,10 @@ class FakeEndpoint:
                 headers = {k.strip().lower(): v.strip() for k, _, v in
                            (h.partition(":") for h in header_lines if h)}
                 data = await reader.readexactly(int(headers.get("content-length", 0)))
-                path = request_line.split(" ")[1]
-                answer = self._answer(path, data)
+                method, path = request_line.split(" ")[:2]
+                answer = self._startup_answer(method, path, data)
+                if answer is None:
+                    answer = self._answer(path, data)
                 if self.latency:
                     await asyncio.sleep(self.latency)
                 if isinstance(answer, Fault) and answer.kind == "reset":

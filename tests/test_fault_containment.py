@@ -128,7 +128,7 @@ def test_token_ids_outside_the_vocabulary_are_protocol_errors(tmp_path):
     with FakeEndpoint(completions=lambda body: next(answers)) as endpoint:
         p = run_tool("rollout", "run", write_jsonl(tmp_path / "t.jsonl", tasks), "--backend",
                      "completions", "--agent-url", endpoint.base_url, "--model", "double",
-                     "-j", "1", "--retries", "1")
+                     "--tokenizer", "embedded", "-j", "1", "--retries", "1")
     assert p.returncode == 0, p.stderr
     episodes = records(p.stdout)
     valid("episode", episodes)

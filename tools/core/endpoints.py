@@ -135,6 +135,27 @@ class Endpoints:
             return answer
         raise EndstateError(f"--retries {self.retry.attempts}: at least one call is needed")
 
+    async def ask(self, method: str, url: str, body: dict[str, Any] | None = None) -> tuple[int | None, Any, str]:
+        """One call to the absolute `url`, not retried and never raising: (HTTP status or None, the
+        JSON answer or None, what went wrong or ""). For start-up checks, where a server that
+        cannot answer is a warning (the episodes will find out), not the end of the run."""
+        try:
+            status, data = await self._client().request(
+                method, url, orjson.dumps(body) if body is not None else b"", self.headers)
+        except Exception as e:  # noqa: BLE001 - reported to the caller, who warns
+            return None, None, f"{type(e).__name__}: {e}"
+        try:
+            answer = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            answer = None
+        problem = f"HTTP {status}: {data[:200].decode(errors='replace').strip()}" if status >= 400 else ""
+        return status, answer, problem
+
+
+def server_root(base_url: str) -> str:
+    """The server's root for a `.../v1` base URL: vLLM serves /tokenize there, beside /v1."""
+    return base_url.removesuffix("/v1")
+
 
 _OPEN: weakref.WeakSet[Endpoints] = weakref.WeakSet()
 

@@ -1,5 +1,5 @@
 """POST JSON over HTTP/1.1 keep-alive connections: the one request OpenAI-compatible endpoints
-need, at about a third of a general client's CPU.
+need, at about a third of a general client's CPU (and a GET, for start-up checks).
 
 With hundreds of episodes in flight, every model call's client CPU lands between a response and
 the next request, so it is paid in wall time (bench/bench_rollout.py). aiohttp spent ~190 µs of
@@ -154,8 +154,12 @@ class HttpClient:
     async def post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
         """(status, body) of one POST. Raises TimeoutError past the timeout, ConnectionError when
         the connection fails, ProtocolError for an answer that is not HTTP."""
+        return await self.request("POST", url, body, headers)
+
+    async def request(self, method: str, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        """(status, body) of one request (GET or POST), as `post`."""
         t = target(url)
-        request = _head(t, tuple(headers.items()), len(body)) + body
+        request = _head(method, t, tuple(headers.items()), len(body)) + body
         idle = self._idle.setdefault(t.origin, [])
         while idle:
             conn = idle.pop()
@@ -205,13 +209,13 @@ class HttpClient:
 
 
 @lru_cache(maxsize=256)
-def _head_prefix(t: Target, headers: tuple[tuple[str, str], ...]) -> bytes:
+def _head_prefix(method: str, t: Target, headers: tuple[tuple[str, str], ...]) -> bytes:
     host = f"[{t.host}]" if ":" in t.host else t.host  # an IPv6 literal
     host = host if t.port == {"http": 80, "https": 443}[t.scheme] else f"{host}:{t.port}"
-    lines = [f"POST {t.path} HTTP/1.1", f"Host: {host}", "Accept-Encoding: identity",
+    lines = [f"{method} {t.path} HTTP/1.1", f"Host: {host}", "Accept-Encoding: identity",
              *(f"{k}: {v}" for k, v in headers)]
     return ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
 
 
-def _head(t: Target, headers: tuple[tuple[str, str], ...], length: int) -> bytes:
-    return _head_prefix(t, headers) + b"%d\r\n\r\n" % length
+def _head(method: str, t: Target, headers: tuple[tuple[str, str], ...], length: int) -> bytes:
+    return _head_prefix(method, t, headers) + b"%d\r\n\r\n" % length

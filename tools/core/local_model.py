@@ -21,6 +21,7 @@ from pathlib import Path
 from endstate.core import prompting
 from endstate.core.domain import cache_dir
 from endstate.core.errors import EndstateError
+from endstate.core.settings import Penalties, Sampling, StopStrings, processed_logits, stop_end
 
 EMBEDDED = "embedded"
 MIN_PREFIX = 32  # shorter shared prefixes are not worth a cache
@@ -117,16 +118,10 @@ def kv_argument(model) -> str:
 @dataclass
 class Generation:
     ids: list[int]
-    logprobs: list[float] | None  # log p(token) under the model at temperature 1 (or at the
-    # sampling temperature: LocalGenerator(logprobs_at_temperature=True), vLLM's processed_logprobs)
-    finished: bool  # ended with the end-of-turn token (not cut off by max_new_tokens)
-
-
-@dataclass
-class Sampling:
-    max_new_tokens: int = 256
-    temperature: float = 1.0
-    top_p: float = 1.0
+    logprobs: list[float] | None  # log p(token) under the model at temperature 1 (or under the
+    # processed distribution sampled from: LocalGenerator(logprobs_at_temperature=True), vLLM's
+    # processed_logprobs)
+    finished: bool  # ended with the end-of-turn token (not cut off by max_new_tokens or a stop string)
 
 
 KV = tuple[int, list]  # (token count, per layer (keys, values), each (kv heads, count, head dim))
@@ -148,8 +143,9 @@ class LocalGenerator:
 
     def __init__(self, model, tokenizer, sampling: Sampling, seed: int = 0, max_batch: int = 16,
                  logprobs_at_temperature: bool = False):
-        """`logprobs_at_temperature`: log-probs of the distribution sampled from, logits / T (what
-        grpo's update compares against); off, at temperature 1 (as rollout records them)."""
+        """`logprobs_at_temperature`: log-probs of the distribution sampled from (logits / T, then
+        top-k and top-p: processed_logits, what grpo's update compares against); off, of the raw
+        logits (as rollout records them)."""
         self.model, self.tokenizer, self.sampling = model, tokenizer, sampling
         self.logprobs_at_temperature = logprobs_at_temperature
         self.seed, self.max_batch, self.batches = seed, max_batch, 0
@@ -195,27 +191,55 @@ class LocalGenerator:
         with torch.no_grad():
             out = self.model.generate(
                 input_ids=ids.to(self.model.device), attention_mask=mask.to(self.model.device),
-                do_sample=s.temperature > 0, temperature=s.temperature or None, top_p=s.top_p,
-                top_k=0, max_new_tokens=s.max_new_tokens, pad_token_id=pad,
+                max_new_tokens=s.max_new_tokens, pad_token_id=pad,
                 eos_token_id=self.eos_id, output_logits=True, return_dict_in_generate=True,
                 use_cache=True, **{self._kv: cache},  # a training module has use_cache off in its config
                 # On a GPU transformers would torch.compile the forward for a static cache, and
                 # recompile for every new batch size and cache length: minutes, not milliseconds.
-                disable_compile=True)
+                disable_compile=True, **self._sampling_arguments(mask))
         new = out.sequences[:, ids.shape[1]:]  # (B, N), on the model's device
-        # log p under the raw logits (temperature 1), or at the sampling temperature if asked;
+        # log p under the raw logits, or under the processed distribution sampled from if asked;
         # step by step on the device: the (B, N, V) logits never go to the host (on a GPU,
         # 64 rows × 128 steps × 49k vocabulary would be 1.6 GB copied and soft-maxed per call).
-        t = s.temperature if self.logprobs_at_temperature and s.temperature > 0 else 1.0
-        logprobs = torch.stack([torch.log_softmax(step.float() / t, -1).gather(-1, new[:, k:k + 1]).squeeze(-1)
+        processed = ((lambda x: processed_logits(x, s.temperature, s.top_k, s.top_p))
+                     if self.logprobs_at_temperature else (lambda x: x))
+        logprobs = torch.stack([torch.log_softmax(processed(step.float()), -1).gather(-1, new[:, k:k + 1]).squeeze(-1)
                                 for k, step in enumerate(out.logits)], dim=1).cpu()  # (B, N)
         new = new.cpu()
         results = []
         for i, (row, lp) in enumerate(zip(new.tolist(), logprobs.tolist())):
-            end = row.index(self.eos_id) + 1 if self.eos_id in row else len(row)
-            results.append(Generation(row[:end], lp[:end], finished=self.eos_id in row))
+            end, finished = self._end(row)
+            results.append(Generation(row[:end], lp[:end], finished))
             self._keep(i, prompts[i], row[:end - 1], cached[i], len(news[i]), cache, C, D)
         return results
+
+    def _sampling_arguments(self, prompt_mask) -> dict:
+        """transformers' generate arguments for this Sampling (greedy at temperature 0). The model
+        folder's generation_config.json never adds a setting the episode does not record; the
+        penalties are vLLM's (settings.Penalties), not transformers' (which counts pads)."""
+        from transformers import LogitsProcessorList, StoppingCriteriaList
+
+        s = self.sampling
+        arguments = {"do_sample": s.temperature > 0, "temperature": s.temperature or None,
+                     "top_p": s.top_p, "top_k": (s.top_k or 0) if s.temperature > 0 else 0,
+                     "min_p": s.min_p if s.temperature > 0 else None, "repetition_penalty": 1.0}
+        if s.repetition_penalty or s.presence_penalty or s.frequency_penalty:
+            arguments["logits_processor"] = LogitsProcessorList(
+                [Penalties(prompt_mask.to(self.model.device), s)])
+        if s.stop:  # stops the row early; _end finds where exactly
+            arguments["stopping_criteria"] = StoppingCriteriaList(
+                [StopStrings(self.tokenizer, s.stop, prompt_mask.shape[1])])
+        return arguments
+
+    def _end(self, row: list[int]) -> tuple[int, bool]:
+        """(length, finished) of a sampled row: through the end-of-turn token (finished), or
+        through the token completing a stop string (not finished: the next delta supplies the end
+        of the turn, as for the completions backend), whichever comes first; else all of it."""
+        eos = row.index(self.eos_id) + 1 if self.eos_id in row else None
+        stop = stop_end(self.tokenizer, row[:eos], self.sampling.stop)
+        if stop is not None and (eos is None or stop < eos):
+            return stop, False
+        return (eos, True) if eos is not None else (len(row), False)
 
     def _cached(self, prompt: list[int], prefix_len: int) -> Cached:
         """The leading tokens of `prompt` whose KV is at hand: the longest kept episode history

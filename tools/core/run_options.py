@@ -39,7 +39,8 @@ def run_options(fn):
                      help="local: a model folder or `embedded` (SmolLM2-135M-Instruct); "
                      "endpoints: the served model name."),
         click.option("--tokenizer", envvar="ENDSTATE_TOKENIZER",
-                     help="completions: local folder of the served model's tokenizer [default: embedded]."),
+                     help="completions: local folder of the served model's tokenizer (required "
+                     "unless --model is embedded; checked against the server at start-up)."),
         click.option("--agent-url", "agent_urls", multiple=True, envvar="ENDSTATE_AGENT_URLS",
                      help="OpenAI-compatible base URL (repeatable; requests are spread over them)."),
         click.option("--api-key", envvar="OPENAI_API_KEY", default="EMPTY", show_default=False,
@@ -50,7 +51,9 @@ def run_options(fn):
         click.option("--procs", type=click.IntRange(1), default=1, show_default=True, envvar="ENDSTATE_PROCS",
                      help="Processes sharing the -j episodes, each its own event loop (chat and "
                           "completions backends; for hundreds of episodes in flight on a multi-core host)."),
-        click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True, help="Seconds per model call."),
+        click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
+                     help="Seconds per model call [default: max(60, max-new-tokens / 4): a served "
+                     "model at 4 tokens/s per request under load]."),
         click.option("--retries", type=click.IntRange(min=1), default=4, show_default=True,
                      help="Calls per request in all, with exponential backoff, before system_error."),
         click.option("--user", "user_kind", type=click.Choice(["scripted", "llm"]), default="scripted",

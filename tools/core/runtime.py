@@ -16,7 +16,13 @@ import msgspec
 import orjson
 
 from endstate.core import prompting, stdio
-from endstate.core.agents import AgentBackend, ChatBackend, TokenBackend, completions_sampler
+from endstate.core.agents import (
+    AgentBackend,
+    ChatBackend,
+    TokenBackend,
+    check_served_tokenizer,
+    completions_sampler,
+)
 from endstate.core.domain import Domains
 from endstate.core.endpoints import Endpoints, RetryPolicy, close_endpoints
 from endstate.core.episode_loop import EpisodeSpec, LLMUser, ScriptedUser, run_episode
@@ -26,6 +32,16 @@ from endstate.core.progress import Progress, episode_counts, episode_tokens
 from endstate.core.schemas import Attempt
 from endstate.core.settings import EpisodeSettings
 from endstate.core.trace import ChatTemplate
+
+MIN_TIMEOUT_S = 60.0
+SLOWEST_TOKENS_PER_S = 4.0  # a served model under load, per request: 8,192 tokens in ~34 min
+
+
+def default_timeout(max_new_tokens: int) -> float:
+    """Seconds per model call when --timeout is not given: long enough for max_new_tokens at
+    SLOWEST_TOKENS_PER_S, and at least MIN_TIMEOUT_S (256 tokens: 64 s; 8,192 tokens: 2,048 s, past
+    the 1,800 s the reference evaluation gives a long reasoning answer)."""
+    return max(MIN_TIMEOUT_S, max_new_tokens / SLOWEST_TOKENS_PER_S)
 
 
 @dataclass
@@ -40,7 +56,7 @@ class RunConfig(EpisodeSettings):
     api_key: str = "EMPTY"
     seed: int | None = 0  # None: no seed is sent to endpoints (local generation uses 0)
     procs: int = 1  # processes running episodes, each its own event loop (endpoint backends)
-    timeout: float = 60.0
+    timeout: float | None = None  # None: default_timeout(max_new_tokens)
     retries: int = 4
     user: str = "scripted"
     user_urls: list[str] = field(default_factory=list)
@@ -51,15 +67,26 @@ class RunConfig(EpisodeSettings):
         if self.procs > 1 and self.backend == "local":
             raise EndstateError("--procs needs an endpoint backend (chat or completions): the local "
                                 "backend batches all its episodes in one process")
+        if self.backend == "completions" and self.tokenizer is None and self.model != EMBEDDED:
+            raise EndstateError(
+                f"--backend completions --model {self.model} needs --tokenizer: a local folder with "
+                "the served model's tokenizer files (the folder the server was started with, or "
+                "the tokenizer*.json files of its hub repo); endstate renders and tokenizes the "
+                f"prompts itself. (--tokenizer {EMBEDDED} if the server runs the embedded SmolLM2.)")
+        if self.backend == "local" and self.extra_body:
+            raise EndstateError("--extra-body is merged into endpoint requests; the local backend "
+                                "sends none (use --backend chat or completions, or drop it)")
+        if self.timeout is None:
+            self.timeout = default_timeout(self.max_new_tokens)
+        Sampling.of(self)  # checks --stop and --extra-body now, before any episode
 
     @property
     def sampling(self) -> Sampling:
-        return Sampling(self.max_new_tokens, self.temperature, self.top_p)
+        return Sampling.of(self)
 
     def policy(self) -> dict[str, Any]:
         return {"model": self.model, "backend": self.backend, "seed": self.seed,
-                "sampling": {"temperature": self.temperature, "top_p": self.top_p,
-                             "max_new_tokens": self.max_new_tokens}, **self.prompting}
+                "sampling": self.sampling.recorded(), **self.prompting}
 
     @functools.cached_property
     def prompting(self) -> dict[str, Any]:
@@ -93,10 +120,11 @@ def _completions_backend(cfg: RunConfig, model_and_tokenizer=None) -> AgentBacke
 
     endpoints = _endpoints(cfg)
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.tokenizer or EMBEDDED))
+    template = ChatTemplate(tokenizer)
+    check_served_tokenizer(endpoints, cfg.model, cfg.max_context, template, cfg.tokenizer or EMBEDDED)
     sample = completions_sampler(endpoints, cfg.model, cfg.sampling, cfg.seed, tokenizer.eos_token_id,
                                  len(tokenizer))
-    return TokenBackend(ChatTemplate(tokenizer), sample, cfg.sampling, cfg.max_context,
-                        *token_prompting(cfg))
+    return TokenBackend(template, sample, cfg.sampling, cfg.max_context, *token_prompting(cfg))
 
 
 def _local_backend(cfg: RunConfig, model_and_tokenizer=None) -> AgentBackend:

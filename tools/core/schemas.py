@@ -145,10 +145,25 @@ class _TableChanges(msgspec.Struct, forbid_unknown_fields=True):
     deleted: list[_RowChange] = []
 
 
+class _Sampling(msgspec.Struct):
+    """policy.sampling ($defs/sampling): every field optional, an explicit null rejected."""
+
+    temperature: Annotated[float, msgspec.Meta(ge=0)] = None  # type: ignore[assignment]
+    top_p: float = None  # type: ignore[assignment]
+    max_new_tokens: Annotated[int, msgspec.Meta(ge=1)] = None  # type: ignore[assignment]
+    top_k: Annotated[int, msgspec.Meta(ge=1)] = None  # type: ignore[assignment]
+    min_p: float = None  # type: ignore[assignment]
+    presence_penalty: float = None  # type: ignore[assignment]
+    frequency_penalty: float = None  # type: ignore[assignment]
+    repetition_penalty: float = None  # type: ignore[assignment]
+    stop: list[str] = []
+    extra_body: _Object = {}
+
+
 class _Policy(msgspec.Struct):
     model: str = ""
     backend: str = ""
-    sampling: _Object = {}
+    sampling: _Sampling = msgspec.field(default_factory=_Sampling)
 
 
 class _Tokens(msgspec.Struct):
