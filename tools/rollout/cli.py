@@ -16,6 +16,7 @@ from endstate.core.records import SkipLog, checked_line, read_jsonl
 from endstate.core.run_options import run_options
 from endstate.core.runtime import build_backend, run_episodes
 from endstate.core.tasks import done_keys, plan, runnable_tasks, shard_of
+from endstate.rollout.serve_cmd import serve_mcp
 
 
 @tool_group(default="run")
@@ -114,40 +115,7 @@ def parity(episodes, domain_dirs, skip_invalid):
         sys.exit(ExitCode.NO)
 
 
-@cli.command("serve-mcp")
-@click.argument("task_file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-@click.option("--task", "task_id", help="The task's id [default: the file's only task].")
-@click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False),
-              help="Append the episode here when the session ends (stdout is the MCP channel).")
-@click.option("--attempt", type=click.IntRange(0), default=0, show_default=True,
-              help="Attempt number recorded in the episode.")
-@common_options(domains=True, skip_invalid=True)
-def serve_mcp(task_file, task_id, out_file, attempt, domain_dirs, skip_invalid):
-    """Serve a fresh sandbox of one task as an MCP server over stdio: the task's tools with their
-    JSON schemas, results as text. When the client ends the session the episode (with its
-    database diff) is appended to --out, ready for `grade`. Needs: pip install 'endstate[mcp]'.
-
-    \b
-    Example (any MCP client can start this command; here the SDK's inspector would do too):
-      rollout serve-mcp tasks/bench/retail.jsonl --task retail-cancel-pending --out mcp.jsonl
-      grade mcp.jsonl | jq -c '{task_id, reward}'
-    """
-    from endstate.rollout.mcp_server import serve_stdio
-
-    domains = Domains([*domain_dirs, *env_domain_dirs()])
-    skip = SkipLog() if skip_invalid else None
-    tasks = runnable_tasks([task_file], domains, skip)
-    if skip:
-        skip.report()
-    if task_id is None and len(tasks) != 1:
-        raise click.UsageError(f"{task_file} has {len(tasks)} tasks: pick one with --task ID")
-    matches = [t for t in tasks if task_id is None or t["id"] == task_id]
-    if not matches:
-        raise click.UsageError(f"no task {task_id!r} in {task_file}; ids: "
-                               + ", ".join(t["id"] for t in tasks[:5]) + (" ..." if len(tasks) > 5 else ""))
-    task = matches[0]
-    serve_stdio(domains[task["domain"]], task, out_file, attempt)
-
+cli.add_command(serve_mcp)
 
 main = run(cli)
 

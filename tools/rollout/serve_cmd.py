@@ -1,0 +1,171 @@
+"""The `rollout serve-mcp` command: one task over stdio (mcp_server.py), or a campaign of (task,
+attempt) keys over streamable HTTP (gateway.py)."""
+
+from __future__ import annotations
+
+import re
+
+import click
+from click.core import ParameterSource
+
+from endstate.core.cli import common_options, env_domain_dirs, parse_prices
+from endstate.core.domain import Domains
+from endstate.core.errors import EndstateError
+from endstate.core.progress import Progress, note
+from endstate.core.records import SkipLog
+from endstate.core.runtime import EPISODE_COUNTS, RunConfig, price_of, user_maker
+from endstate.core.tasks import TaskFilter, parse_shard, plan, runnable_tasks, shard_of
+
+TOKEN_ENV = "ENDSTATE_MCP_TOKEN"
+HTTP_ONLY = ("repeats", "resume", "shard", "session_timeout")
+
+
+def _user_options(fn):
+    """The simulated user behind send-message-to-user: rollout's --user flags, same meaning."""
+    for option in reversed([
+        click.option("--user", "user_kind", type=click.Choice(["scripted", "llm"]), default="scripted",
+                     show_default=True, help="Simulated user: the task's script, or an LLM."),
+        click.option("--user-url", "user_urls", multiple=True, envvar="ENDSTATE_USER_URLS",
+                     help="--user llm: OpenAI-compatible base URL (repeatable)."),
+        click.option("--user-model", envvar="ENDSTATE_USER_MODEL", help="--user llm: model name."),
+        click.option("--api-key", envvar="OPENAI_API_KEY", default="EMPTY", show_default=False,
+                     help="API key for the user's endpoint (env OPENAI_API_KEY)."),
+        click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0,
+                     show_default=True, help="Seconds per call of the user's model."),
+        click.option("--retries", type=click.IntRange(min=1), default=4, show_default=True,
+                     help="Calls per request in all, with backoff, before system_error."),
+        click.option("--price", "prices", multiple=True, callback=parse_prices, metavar="MODEL=IN,OUT",
+                     help="MODEL=IN,OUT in USD per million tokens, for the user's cost_usd."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+@click.command("serve-mcp")
+@click.argument("task_files", nargs=-1, required=True, type=click.Path(allow_dash=True))
+@click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False),
+              help="Append each episode here when its session ends (stdio: stdout is the MCP channel).")
+@click.option("--http", "address", metavar="HOST:PORT",
+              help="Serve MCP over streamable HTTP at http://HOST:PORT/mcp, one (task, attempt) key "
+                   "per session [default: one task over stdio].")
+@click.option("-n", "--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+              help="--http: attempts per task.")
+@click.option("--resume", is_flag=True, help="--http: continue --out, skipping (task_id, attempt) keys "
+                                             "that already have a clean episode there.")
+@click.option("--shard", help="--http: I/N: serve only every N-th task starting at I.")
+@click.option("--token", envvar=TOKEN_ENV, help=f"--http: the bearer token clients must send "
+                                                f"(env {TOKEN_ENV}).")
+@click.option("--session-timeout", type=click.FloatRange(min=0, min_open=True), default=1800.0,
+              show_default=True, help="--http: seconds a session may stay idle before its episode is "
+                                      "written as abandoned.")
+@click.option("--attempt", type=click.IntRange(0), default=0, show_default=True,
+              help="stdio: attempt number recorded in the episode.")
+@click.option("--task", "task_ids", multiple=True, metavar="ID",
+              help="Only tasks whose id matches this shell-style pattern (repeatable: any of).")
+@click.option("--tag", "task_tags", multiple=True, metavar="TAG",
+              help="Only tasks with a tag matching this pattern (repeatable: any of).")
+@click.option("--model", default="mcp-client", show_default=True,
+              help="The agent under evaluation, recorded as the episodes' policy.model.")
+@_user_options
+@common_options(domains=True, skip_invalid=True, quiet=True)
+def serve_mcp(task_files, out_file, address, repeats, resume, shard, token, session_timeout,
+              attempt, task_ids, task_tags, model, user_kind, user_urls, user_model, api_key,
+              timeout, retries, prices, domain_dirs, skip_invalid, quiet):
+    """Serve fresh sandboxes of tasks to MCP clients: the task's tools with their JSON schemas,
+    and `send-message-to-user`, the channel to the task's simulated user. Each session's episode
+    (transcript and database diff) is appended to --out, ready for `grade`.
+
+    Over stdio (the default) it serves one task to the client that started it. With --http it is
+    a gateway for many concurrent clients: each MCP session gets the next (task, attempt) key of
+    TASK_FILES × -n; the gateway exits 0 once every key's episode is written.
+    Needs: pip install 'endstate[mcp]'.
+
+    \b
+    Examples:
+      rollout serve-mcp tasks/bench/retail.jsonl --task retail-cancel-pending --out mcp.jsonl
+      ENDSTATE_MCP_TOKEN=s3cret rollout serve-mcp --http 127.0.0.1:8765 tasks/bench/retail.jsonl \\
+          -n 4 --out gateway.jsonl          # then point the agent at http://127.0.0.1:8765/mcp
+      grade gateway.jsonl | evalstats --expect-tasks tasks/bench/retail.jsonl --expect-repeats 4
+    """
+    _check_mode(address)
+    urls = [u for v in user_urls for u in re.split(r"[,\s]+", v) if u]  # as rollout's --user-url
+    new_session = _session_maker(RunConfig(
+        model=model, user=user_kind, user_urls=urls, user_model=user_model, api_key=api_key,
+        timeout=timeout, retries=retries, prices=prices))
+    domains = Domains([*domain_dirs, *env_domain_dirs()])
+    skip = SkipLog() if skip_invalid else None
+    select = TaskFilter(ids=task_ids, tags=task_tags)
+    tasks = runnable_tasks(task_files, domains, skip, select=select)
+    if skip:
+        skip.report()
+    if address:
+        _serve_gateway(tasks, domains, new_session, address=address, out_file=out_file,
+                       repeats=repeats, resume=resume, shard=parse_shard(shard), token=token,
+                       session_timeout=session_timeout, quiet=quiet)
+    else:
+        _serve_one(tasks, domains, new_session, out_file, attempt)
+
+
+def _check_mode(address: str | None) -> None:
+    """Flags of the other mode are a usage error, not silently ignored."""
+    ctx = click.get_current_context()
+    given = [f"--{name.replace('_', '-')}" for name in (HTTP_ONLY if not address else ("attempt",))
+             if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
+    if given:
+        raise click.UsageError(f"{', '.join(given)} only {'without' if address else 'with'} --http")
+
+
+def _session_maker(cfg: RunConfig):
+    """(domain, task, attempt) -> a fresh SandboxSession with the task's simulated user."""
+    from endstate.rollout.mcp_server import SandboxSession
+
+    if cfg.user == "llm" and not (cfg.user_urls and cfg.user_model):
+        raise click.UsageError("--user llm needs --user-url and --user-model")
+    make_user, price = user_maker(cfg), price_of(cfg)
+    policy = {"model": cfg.model, "backend": "mcp"}
+    return lambda domain, task, attempt: SandboxSession(domain, task, attempt, make_user(task),
+                                                        price, policy)
+
+
+def _serve_one(tasks, domains, new_session, out_file, attempt) -> None:
+    from endstate.rollout.episode_log import EpisodeLog
+    from endstate.rollout.mcp_server import serve_stdio
+
+    if len(tasks) != 1:
+        raise click.UsageError(f"{len(tasks)} tasks selected: pick one with --task ID (or serve "
+                               "them all with --http)")
+    task = tasks[0]
+    serve_stdio(new_session(domains[task["domain"]], task, attempt), EpisodeLog(out_file))
+
+
+def _serve_gateway(tasks, domains, new_session, *, address, out_file, repeats, resume, shard,
+                   token, session_timeout, quiet) -> None:
+    from endstate.rollout.episode_log import EpisodeLog
+    from endstate.rollout.gateway import MCP_PATH, Gateway, listen, serve_http
+
+    if not token:
+        raise EndstateError(f"--http needs a bearer token: --token TOKEN or {TOKEN_ENV}=TOKEN "
+                            f"(e.g. export {TOKEN_ENV}=$(openssl rand -hex 16)); clients send "
+                            "`Authorization: Bearer TOKEN`")
+    log = EpisodeLog(out_file, exclusive=True)
+    existing = 0 if resume else log.records()
+    if existing:
+        raise EndstateError(f"{out_file} already holds {existing} episode(s): pass --resume to "
+                            "serve only the keys it lacks, or give another --out")
+    tasks = shard_of(tasks, shard)
+    done = log.written_keys() if resume else set()
+    keys = plan(tasks, repeats, done)
+    if not keys:
+        note(f"serve-mcp: nothing to serve: every key of {len(tasks)} task(s) × {repeats} has a "
+             f"clean episode in {out_file}")
+        return
+    sock = listen(address)
+    host, port = sock.getsockname()[:2]
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}{MCP_PATH}"
+    note(f"serve-mcp: {len(keys)} key(s) of {len(tasks)} task(s) × {repeats}"
+         f"{f' ({len(done)} already written)' if done else ''}; serving MCP at {url}; "
+         f"episodes to {out_file}")
+    progress = Progress(len(keys), "serve-mcp", quiet=quiet, counts=EPISODE_COUNTS)
+    gateway = Gateway(keys, domains, log, token=token, session_timeout=session_timeout,
+                      new_session=new_session, progress=progress, quiet=quiet)
+    serve_http(gateway, sock)
