@@ -39,6 +39,10 @@ demo: setup ## the main job on CPU: probe, bucket, grpo, evaluate before/after (
 test: setup ## run the test suite (no GPU, no network)
 	$(PY) -m pytest -q -n 2
 
+.PHONY: test-slow
+test-slow: setup ## the slow tests (ENDSTATE_SLOW=1), e.g. slurm/grpo.sbatch rehearsed as 2 nodes × 2 ranks on CPU
+	ENDSTATE_SLOW=1 $(PY) -m pytest -q -p no:xdist -m slow
+
 bench: setup ## run the performance benchmarks (they print ratios against in-run baselines)
 	# the baselines some benchmarks compare against (TRL for bench_grpo), on the torch in use
 	$(PY) -m pip install -q -e '.[bench]' "torch==$$($(PY) -c 'import torch; print(torch.__version__)')"

@@ -93,10 +93,11 @@ class StandInVLLM:
         self.model, self.tokenizer = load(model_dir)
         self.seeds = RequestSeeds()
 
-    def sampler(self, max_new_tokens, temperature, top_p, seed):
+    def sampler(self, max_new_tokens, temperature, top_p, seed, top_k=None, stop=()):
         from endstate.core.local_model import LocalGenerator, Sampling
 
-        local = LocalGenerator(self.model, self.tokenizer, Sampling(max_new_tokens, temperature, top_p),
+        sampling = Sampling(max_new_tokens, temperature, top_p, top_k=top_k, stop=tuple(stop))
+        local = LocalGenerator(self.model, self.tokenizer, sampling,
                                seed=seed, max_batch=64, logprobs_at_temperature=True)
 
         def generate(prompts, prefix_lens=None):

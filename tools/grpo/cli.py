@@ -50,6 +50,14 @@ HELP = {
     "device": "cpu, or cuda (one GPU per rank).",
     "nodes": "Nodes in the launch (for the command and the divisibility check).",
     "gpus_per_node": "Ranks per node.",
+    "logits_chunk": "Positions per lm_head chunk when computing log-probs (peak logits memory "
+                    "grows with it, not with the sequence).",
+    "activation_checkpointing": "Recompute each decoder layer in the backward (activations: one "
+                                "tensor per layer instead of all its intermediates).",
+    "model_config": "--dry-run's memory plan for this model config.json (configs/models/NAME or a "
+                    "path) instead of the --model folder's: plan without the weights.",
+    "gpu_memory": "GB per GPU: --dry-run refuses a memory plan that does not fit and names the knob.",
+    "host_memory": "GB of host memory per node: likewise for the offloaded states.",
 }
 KINDS = {"loss_agg": click.Choice(LOSS_AGG), "rollout_engine": click.Choice(ROLLOUT_ENGINES),
          "rollout_is": click.Choice(("auto", *IS_LEVELS)),
@@ -98,6 +106,10 @@ def train(config_file, dry_run, quiet, **flags):
       grpo train --config configs/grpo.yaml --pool pool.jsonl --out runs/r1 --dry-run
       grpo train --config configs/grpo.yaml --pool pool.jsonl --out runs/r1
       grpo train --config configs/grpo.yaml --pool pool.jsonl --out runs/r1 --resume
+      # the memory plan of a 27B on 3 × 8 H100s, without the weights (docs/grpo.md):
+      grpo train --config configs/grpo.yaml --pool pool.jsonl --model-config gemma3-27b --nodes 3 \\
+          --gpus-per-node 8 --device cuda --deepspeed zero3-offload --rollout-engine vllm \\
+          --activation-checkpointing --gpu-memory 79.6 --host-memory 1800 --dry-run
     """
     flags = {k: (list(v) if isinstance(v, tuple) else v) for k, v in flags.items()}
     flags = {k: (None if v == [] else v) for k, v in flags.items()}
@@ -112,10 +124,13 @@ def train(config_file, dry_run, quiet, **flags):
 
 
 def dry_run_report(cfg, args: list[str]) -> None:
-    """Check pool, model, output folder, DeepSpeed config and divisibility; print and exit 0."""
+    """Check pool, model, output folder, DeepSpeed config and divisibility; print the resolved
+    config and the memory plan; refuse a plan over --gpu-memory / --host-memory (exit 2, naming
+    the knob), else print the launch command and exit 0."""
     from endstate.core.local_model import resolve_model
     from endstate.grpo.config import pool_domains, pool_tasks
     from endstate.grpo.engine import resolve_ds_config
+    from endstate.grpo.memory_plan import plan_lines, require_fit
 
     tasks = pool_tasks(cfg)
     pool_domains(cfg, tasks)
@@ -134,9 +149,11 @@ def dry_run_report(cfg, args: list[str]) -> None:
               f"rollout_is_level: {cfg.rollout_is_level}",
               f"world_size: {cfg.world}",
               (f"episodes_per_step: {cfg.batch_tasks * cfg.group_size} "
-               f"({cfg.batch_tasks * cfg.group_size // cfg.world} per rank)"),
-              f"launch: {launch_command(cfg, args)}"]
-    stdio.echo("\n".join(lines))
+               f"({cfg.batch_tasks * cfg.group_size // cfg.world} per rank)")]
+    plan, plan_text = plan_lines(cfg, model, ds)
+    stdio.echo("\n".join(lines + plan_text))
+    require_fit(plan)  # the plan is on stdout by now; the error names what to change
+    stdio.echo(f"launch: {launch_command(cfg, args)}")
 
 
 @cli.command()

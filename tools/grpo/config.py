@@ -16,6 +16,18 @@ from endstate.grpo.algorithm import LOSS_AGG
 from endstate.grpo.correction import IS_LEVELS
 
 ROLLOUT_ENGINES = ("local", "vllm")
+# Sampling settings the trainer cannot compute its log-probs under: (the value that changes
+# nothing, why). The update's ratio π_θ/π_old is only right when both are the distribution the
+# tokens were drawn from (docs/grpo.md).
+_PENALTY = ("a penalty changes each token's distribution with the tokens before it, and the "
+            "trainer does not recompute it")
+UNMATCHED_SAMPLING = {
+    "min_p": (0.0, "vLLM applies min-p before top-k/top-p and transformers after; the trainer "
+                   "computes temperature, top_k and top_p only"),
+    "presence_penalty": (0.0, _PENALTY), "frequency_penalty": (0.0, _PENALTY),
+    "repetition_penalty": (1.0, _PENALTY),
+    "extra_body": ({}, "grpo's engines send no request body"),
+}
 
 
 @dataclass
@@ -52,6 +64,8 @@ class TrainConfig(EpisodeSettings):
     grad_clip: float = 1.0
     micro_batch: int = 4  # sequences per forward/backward
     deepspeed: str = "zero2"  # configs/deepspeed/NAME.json or a path
+    logits_chunk: int = 1024  # positions per lm_head chunk of the log-probs (grpo/logprobs.py)
+    activation_checkpointing: bool = False  # recompute each decoder layer in the backward
     # rollouts
     rollout_engine: str = "local"
     jobs: int = 64  # episodes in flight per rank: prompts per generate() call
@@ -68,6 +82,10 @@ class TrainConfig(EpisodeSettings):
     # launch topology (for --dry-run's command and the divisibility check)
     nodes: int = 1
     gpus_per_node: int = 1
+    # the memory plan of --dry-run (grpo/memory_plan.py)
+    model_config: str | None = None  # plan for this config.json (configs/models/NAME or a path)
+    gpu_memory: float | None = None  # GB per GPU: refuse a plan that does not fit
+    host_memory: float | None = None  # GB of host memory per node: likewise
 
     @property
     def world(self) -> int:
@@ -97,9 +115,20 @@ class TrainConfig(EpisodeSettings):
         if self.log_ratio_clamp <= 0:
             raise EndstateError("log_ratio_clamp must be positive (20 keeps exp() finite in fp32)")
         for name in ("steps", "batch_tasks", "group_size", "max_rounds", "micro_batch", "jobs",
-                     "save_freq", "nodes", "gpus_per_node", "vllm_max_batched_tokens"):
+                     "save_freq", "nodes", "gpus_per_node", "vllm_max_batched_tokens", "logits_chunk"):
             if getattr(self, name) < 1:
                 raise EndstateError(f"{name} must be at least 1")
+        for name in ("gpu_memory", "host_memory"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                raise EndstateError(f"{name} must be a positive number of GB (or unset)")
+        for name, (neutral, why) in UNMATCHED_SAMPLING.items():
+            if getattr(self, name) not in (None, neutral):
+                raise EndstateError(f"{name}: grpo cannot train on it ({why}), so its log-probs "
+                                    "would not be the sampler's; leave it unset for grpo (rollout "
+                                    "and probe take it). temperature, top_p, top_k and stop are "
+                                    "honoured.")
+        if self.top_k is not None and self.top_k < 1:
+            raise EndstateError(f"top_k {self.top_k}: at least 1 (or unset: off)")
         if self.group_size < 2:
             raise EndstateError("group_size must be at least 2: advantages compare rollouts of a task")
         if (self.batch_tasks * self.group_size) % self.world:
@@ -139,6 +168,7 @@ _KINDS = {"int": ("an integer", lambda v: isinstance(v, int) and not isinstance(
           "float": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
           "str": ("a string", lambda v: isinstance(v, str)),
           "bool": ("true or false", lambda v: isinstance(v, bool)),
+          "dict": ("a mapping", lambda v: isinstance(v, dict)),
           "list[str]": ("a list of strings (or one comma-separated string)",
                         lambda v: isinstance(v, str) or isinstance(v, list) and all(isinstance(x, str) for x in v))}
 
@@ -158,6 +188,8 @@ def check_type(key: str, value: Any, where: str = "") -> None:
 def resolve(yaml_path: str | None, flags: dict[str, Any]) -> TrainConfig:
     """Defaults, then the YAML file, then the flags the user actually gave (None = not given)."""
     values = {**load_yaml(yaml_path), **{k: v for k, v in flags.items() if v is not None}}
+    if isinstance(values.get("stop"), (str, tuple)):  # one stop string, or --stop repeated
+        values["stop"] = [values["stop"]] if isinstance(values["stop"], str) else list(values["stop"])
     for k in ("domains", "keep", "base_attempts"):
         if isinstance(values.get(k), (str, tuple)):
             v = values[k]

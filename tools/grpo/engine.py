@@ -10,14 +10,16 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from endstate import CONFIGS_DIR
 from endstate.core.errors import EndstateError
 from endstate.core.local_model import drop_gguf_quantization, loading_bars_only_on_a_terminal
-from endstate.grpo.algorithm import token_logprobs
 from endstate.grpo.batch import Sample, collate, micro_batches
+from endstate.grpo.logprobs import DEFAULT_CHUNK, check_plain_head, head_logprobs
 from endstate.grpo.objective import MAXIMA, SUMS, LossConfig, accumulate, micro_batch_loss
 
 CONFIG_DIR = CONFIGS_DIR / "deepspeed"
@@ -93,22 +95,80 @@ def plain_config(model_dir: Path):
     return config
 
 
+def load_model(model_dir: Path, dtype):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, config=plain_config(model_dir))
+
+
+def zero_stage(ds: dict[str, Any]) -> int:
+    return int(ds.get("zero_optimization", {}).get("stage", 0))
+
+
+@contextmanager
+def partitioned_loading(ds: dict[str, Any]) -> Iterator[None]:
+    """Under ZeRO-3, models loaded inside are built partitioned (transformers' DeepSpeed
+    integration: deepspeed.zero.Init, then rank 0 reads the checkpoint and each layer is scattered
+    as it loads), so no rank ever holds the whole model: 24 ranks × a 27B bf16 model would be 54 GB
+    of host memory each. Scoped to the loading: while transformers sees a ZeRO-3 config it also
+    makes generate() synchronise ranks, which the replica of the local engine must not."""
+    if zero_stage(ds) != 3:
+        yield
+        return
+    from transformers.integrations import HfDeepSpeedConfig
+    from transformers.integrations.deepspeed import unset_hf_deepspeed_config
+
+    alive = HfDeepSpeedConfig(ds)  # transformers keeps only a weak reference: hold it
+    try:
+        yield
+    finally:
+        unset_hf_deepspeed_config()
+        del alive
+
+
+def reference_ds_config(ds: dict[str, Any]) -> dict[str, Any]:
+    """The frozen reference model's engine under ZeRO-3: partitioned like the policy (parameter
+    offload included), no optimizer."""
+    zero = {k: v for k, v in ds["zero_optimization"].items() if k != "offload_optimizer"}
+    return {**{k: v for k, v in ds.items() if k != "optimizer"}, "zero_optimization": zero}
+
+
+def enable_activation_checkpointing(model) -> None:
+    """Recompute each decoder layer in the backward: activations shrink from every layer's
+    intermediates to one tensor per layer (see memory_plan)."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # its older name warns from transformers 5.2x
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
 class Policy:
-    """The trained model inside a DeepSpeed engine, plus an optional frozen reference for KL."""
+    """The trained model inside a DeepSpeed engine, plus an optional frozen reference for KL.
+    `logits_chunk`: positions per lm_head chunk of the log-probs (logprobs.py);
+    `checkpointing`: activation checkpointing of the decoder layers."""
 
     def __init__(self, model_dir: Path, ds: dict[str, Any], lr: float, weight_decay: float,
-                 device: str, reference: bool, seed: int, replica: bool = False):
+                 device: str, reference: bool, seed: int, replica: bool = False,
+                 logits_chunk: int = DEFAULT_CHUNK, checkpointing: bool = False):
         import deepspeed
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
 
         loading_bars_only_on_a_terminal()
         torch.manual_seed(seed)
-        self.device = device
+        self.device, self.logits_chunk = device, logits_chunk
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.pad_id = (self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None
+                       else self.tokenizer.eos_token_id)
         dtype = torch.bfloat16 if ds["bf16"]["enabled"] else torch.float32
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, config=plain_config(model_dir))
+        check_plain_head(plain_config(model_dir))  # before minutes of loading
+        with partitioned_loading(ds):
+            model = load_model(model_dir, dtype)
+            ref = load_model(model_dir, dtype) if reference else None
         model.config.use_cache = False
+        if checkpointing:
+            enable_activation_checkpointing(model)
         params = [p for p in model.parameters() if p.requires_grad]
         if uses_ds_optimizer(ds):
             ds = {**ds, "optimizer": {"type": "AdamW", "params": {
@@ -120,16 +180,17 @@ class Policy:
         self.engine, *_ = deepspeed.initialize(model=model, model_parameters=params,
                                                optimizer=optimizer, config=ds)
         self.ref = None
-        if reference:
-            self.ref = AutoModelForCausalLM.from_pretrained(
-                model_dir, dtype=dtype, config=plain_config(model_dir)).to(self.engine.device)
-            self.ref.eval().requires_grad_(False)
-        self.pad_id = (self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None
-                       else self.tokenizer.eos_token_id)
+        if ref is not None:
+            ref.eval().requires_grad_(False)
+            if zero_stage(ds) == 3:  # its forward gathers the partitioned layers, as the policy's
+                ref, *_ = deepspeed.initialize(model=ref, config=reference_ds_config(ds))
+            else:
+                ref = ref.to(self.engine.device)
+            self.ref = ref
         self.replica = None
         if replica and self.engine.zero_optimization_partition_weights():
-            self.replica = AutoModelForCausalLM.from_pretrained(
-                model_dir, dtype=dtype, config=plain_config(model_dir)).to(self.engine.device)
+            # a full copy by design, loaded outside partitioned_loading (see rollout_model)
+            self.replica = load_model(model_dir, dtype).to(self.engine.device)
             self.replica.eval().requires_grad_(False)
 
     def rollout_model(self):
@@ -154,13 +215,21 @@ class Policy:
     def module(self):
         return self.engine.module
 
-    def _logprobs(self, model, batch, columns, temperature: float):
+    def _logprobs(self, model, batch, columns, temperature: float, top_k: int | None = None,
+                  top_p: float = 1.0):
         """log p and entropy of the targets at `columns` (positions with a completion token),
-        at the sampling temperature."""
+        under the distribution the sampler drew them from: logits / T, then top-k and top-p
+        renormalised (core.local_model.processed_logits, as the local generator and vLLM's
+        processed_logprobs), chunk by chunk through the lm_head (logprobs.py): the model's
+        `logits` come back as (B, C, 2). `model`: the engine, or the reference (an engine under
+        ZeRO-3)."""
         device = self.engine.device
-        out = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
-                    logits_to_keep=columns.to(device), use_cache=False)
-        return token_logprobs(out.logits, batch.targets[:, columns].to(device), temperature)  # (B, C) each
+        head = getattr(model, "module", model).get_output_embeddings()
+        targets = batch.targets[:, columns].to(device)  # (B, C)
+        with head_logprobs(head, targets, self.logits_chunk, temperature, top_k, top_p):
+            out = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
+                        logits_to_keep=columns.to(device), use_cache=False)
+        return out.logits[..., 0], out.logits[..., 1].detach()  # (B, C) each
 
     def _chunk_loss(self, chunk: list[Sample], loss: LossConfig, norm: float):
         """(objective, statistics) of one micro-batch: objective.micro_batch_loss on this model."""
@@ -170,23 +239,30 @@ class Policy:
         batch = collate(chunk, self.pad_id)
         columns = batch.mask.any(0).nonzero().squeeze(-1)  # (C,)
         mask = batch.mask[:, columns].to(device)  # (B, C)
-        logp, entropy = self._logprobs(self.engine, batch, columns, loss.temperature)  # (B, C)
+        processing = (loss.temperature, loss.top_k, loss.top_p)
+        logp, entropy = self._logprobs(self.engine, batch, columns, *processing)  # (B, C)
         ref_logp = None
         if self.ref is not None and loss.kl_coef:
             with torch.no_grad():
-                ref_logp, _ = self._logprobs(self.ref, batch, columns, loss.temperature)
+                ref_logp, _ = self._logprobs(self.ref, batch, columns, *processing)
         objective, stats = micro_batch_loss(
             logp, batch.old_logprobs[:, columns].to(device), batch.advantages[:, columns].to(device),
             mask, loss, norm, ref_logp)
         stats["entropy"] = (entropy * mask).sum()
         return objective, stats
 
-    def _filler_loss(self):
-        """A zero-gradient pass for a rank that ran out of samples: the collectives stay matched."""
+    def _filler_loss(self, loss: LossConfig):
+        """A zero-gradient pass for a rank that ran out of samples: the collectives stay matched
+        (under ZeRO-3 the reference's forward gathers too)."""
+        import torch
+
         filler = Sample([self.pad_id] * 2, [False, True], [float("nan")] * 2, 0.0)
         batch = collate([filler], self.pad_id)
         columns = batch.mask.any(0).nonzero().squeeze(-1)
-        logp, _ = self._logprobs(self.engine, batch, columns, 1.0)
+        logp, _ = self._logprobs(self.engine, batch, columns, loss.temperature)
+        if self.ref is not None and loss.kl_coef:
+            with torch.no_grad():
+                self._logprobs(self.ref, batch, columns, loss.temperature)
         return logp.sum() * 0.0
 
     def update(self, samples: list[Sample], loss: LossConfig, norm: float,
@@ -213,7 +289,7 @@ class Policy:
                 objective, stats = self._chunk_loss(chunks[k], loss, norm)
                 totals = accumulate(totals, stats)
             else:
-                objective = self._filler_loss()
+                objective = self._filler_loss(loss)
             engine.backward(objective * scale, scale_wrt_gas=False)
             if k == world_micro_batches - 1 and engine.zero_optimization_stage() == 0:
                 # stage 0 clips but does not record the norm: take it before the step (reduced)

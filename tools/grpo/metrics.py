@@ -13,7 +13,8 @@ from endstate.grpo.sampling import Collected
 def loss_config(cfg) -> LossConfig:
     """The update's settings from a TrainConfig."""
     return LossConfig(cfg.clip_low, cfg.clip_high, cfg.loss_agg, cfg.kl_coef, cfg.micro_batch,
-                      temperature=cfg.temperature or 1.0, rollout_is=cfg.rollout_is_level,
+                      temperature=cfg.temperature or 1.0, top_k=cfg.top_k, top_p=cfg.top_p,
+                      rollout_is=cfg.rollout_is_level,
                       rollout_is_cap=cfg.rollout_is_cap, dual_clip=cfg.dual_clip,
                       log_ratio_clamp=cfg.log_ratio_clamp)
 

@@ -31,6 +31,8 @@ class LossConfig:
     kl_coef: float = 0.0
     micro_batch: int = 4
     temperature: float = 1.0  # the sampling temperature: log-probs are taken at logits / T
+    top_k: int | None = None  # ... then top-k and top-p renormalised, as the sampler drew them
+    top_p: float = 1.0
     rollout_is: str = "off"  # off | token | sequence (correction.IS_LEVELS)
     rollout_is_cap: float = 2.0
     dual_clip: float = 0.0  # 0: off, else c > 1

@@ -121,7 +121,8 @@ class Trainer:
                        bf16=cfg.device != "cpu", grad_clip=cfg.grad_clip)
         self.policy = Policy(self.model_dir, ds, cfg.lr, cfg.weight_decay, cfg.device,
                              reference=cfg.kl_coef > 0, seed=cfg.seed,
-                             replica=cfg.rollout_engine == "local")
+                             replica=cfg.rollout_engine == "local", logits_chunk=cfg.logits_chunk,
+                             checkpointing=cfg.activation_checkpointing)
         self.template = ChatTemplate(self.policy.tokenizer)
         self.sampler = PoolSampler(list(self.tasks), cfg.seed)
         self.attempts: dict[str, int] = {}  # next attempt number per task
@@ -190,7 +191,8 @@ class Trainer:
 
     def _generator(self, seed: int):
         if self.vllm:
-            return self.vllm.sampler(self.cfg.max_new_tokens, self.cfg.temperature, self.cfg.top_p, seed)
+            return self.vllm.sampler(self.cfg.max_new_tokens, self.cfg.temperature, self.cfg.top_p, seed,
+                                     top_k=self.cfg.top_k, stop=self.cfg.stop)
         module = self.policy.rollout_model()
         module.eval()
         # log-probs at the sampling temperature: what the update's ratio compares against

@@ -6,8 +6,9 @@ several ranks) on its own GPU, next to its DeepSpeed shard, sized by `gpu_memory
 
 Set deliberately, as TRL's colocate mode sets them:
 - `logprobs_mode="processed_logprobs"`: the log-probs of the distribution the tokens were drawn
-  from (after temperature; after top-p too, so keep top_p 1 for an exact ratio), which is what the
-  trainer computes at logits / T; vLLM's default, raw logits, ignores the temperature.
+  from (after temperature, top-k and top-p), which is what the trainer computes
+  (core.local_model.processed_logits, the same rules in the same order); vLLM's default, raw
+  logits, ignores all three. (The trainer cannot match min-p or penalties: grpo refuses them.)
 - `max_num_batched_tokens` (`vllm_max_batched_tokens`, 4096 as TRL): the tokens one scheduler
   step may hold (chunked prefill splits longer prompts); vLLM's large default makes its memory
   profiler reserve for a batch that never comes, starving the KV cache next to the trainer.
@@ -79,15 +80,21 @@ class VLLMGenerator:
         self.eos_id = AutoTokenizer.from_pretrained(model_dir).eos_token_id
         self.seeds = RequestSeeds()
 
-    def sampler(self, max_new_tokens: int, temperature: float, top_p: float,
-                seed: int) -> Callable[[list[list[int]], list[int]], list[Generation]]:
+    def sampler(self, max_new_tokens: int, temperature: float, top_p: float, seed: int,
+                top_k: int | None = None, stop: list[str] | tuple[str, ...] = (),
+                ) -> Callable[[list[list[int]], list[int]], list[Generation]]:
+        """A generate(prompts) over this engine; `top_k` None is off, `stop` ends a completion
+        with the token that completes a stop string (not finished: the next delta adds the end
+        of turn, as the local generator does)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
+
+        optional = {**({"top_k": top_k} if top_k else {}), **({"stop": list(stop)} if stop else {})}
 
         def generate(prompts: list[list[int]], prefix_lens: list[int] | None = None) -> list[Generation]:
             """vLLM caches shared prefixes itself (enable_prefix_caching): prefix_lens is unused."""
             params = [SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                     seed=s, logprobs=0) for s in self.seeds.take(seed, len(prompts))]
+                                     seed=s, logprobs=0, **optional) for s in self.seeds.take(seed, len(prompts))]
             outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
                                         use_tqdm=False)
             results = []

@@ -1,0 +1,115 @@
+"""Log-probs without full-vocabulary logits (issue #20, part 2): the chunked lm_head against the
+direct computation (processed_logits + token_logprobs on the whole logits), values and gradients
+in fp32; what the forward keeps for the backward; the chunked head inside a real model."""
+
+# ruff: noqa: F811 - the grpo_fixtures fixture is imported, then requested by name
+from __future__ import annotations
+
+import pytest
+import torch
+from grpo_fixtures import tiny_model  # noqa: F401 - a pytest fixture
+
+from endstate.core.local_model import processed_logits
+from endstate.grpo.algorithm import token_logprobs
+from endstate.grpo.logprobs import chunked_token_logprobs, head_logprobs
+
+V, H = 50, 16
+
+
+def inputs(seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(2, 13, H, generator=g, dtype=torch.float32, requires_grad=True)  # (B, C, H)
+    weight = (torch.randn(V, H, generator=g) * 0.5).requires_grad_()  # (V, H)
+    targets = torch.randint(0, V, (2, 13), generator=g)  # (B, C)
+    return hidden, weight, targets
+
+
+def direct(hidden, weight, targets, temperature, top_k=None, top_p=1.0):
+    logits = processed_logits((hidden @ weight.T).float(), temperature, top_k, top_p)  # (B, C, V)
+    return token_logprobs(logits, targets)
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 13, 26, 1000])
+@pytest.mark.parametrize("temperature, top_k, top_p", [(1.0, None, 1.0), (0.7, None, 1.0),
+                                                       (1.3, 7, 1.0), (0.7, None, 0.8), (0.0, 5, 0.9)])
+def test_chunked_equals_direct_values_and_gradients(chunk, temperature, top_k, top_p):
+    hidden, weight, targets = inputs()
+    advantage = torch.linspace(-1, 1, 26).view(2, 13)  # a weighted sum: every position's gradient counts
+    want_logp, want_entropy = direct(hidden, weight, targets, temperature, top_k, top_p)
+    want_grads = torch.autograd.grad((want_logp * advantage).sum(), (hidden, weight))
+    logp, entropy = chunked_token_logprobs(hidden, weight, targets, temperature, chunk,
+                                           top_k=top_k, top_p=top_p)
+    grads = torch.autograd.grad((logp * advantage).sum(), (hidden, weight))
+    assert logp.shape == entropy.shape == targets.shape and logp.dtype == torch.float32
+    torch.testing.assert_close(logp, want_logp, rtol=0, atol=1e-6)
+    torch.testing.assert_close(entropy, want_entropy, rtol=0, atol=1e-6)
+    for got, want in zip(grads, want_grads):  # the weight's gradient sums over chunks in another order
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert not entropy.requires_grad  # a statistic, as token_logprobs makes it
+
+
+def test_nothing_to_score_gives_empty_results():
+    hidden, weight, _ = inputs()
+    logp, entropy = chunked_token_logprobs(hidden[:, :0], weight, torch.zeros(2, 0, dtype=torch.long))
+    assert logp.shape == entropy.shape == (2, 0)
+
+
+def saved_bytes(fn) -> int:
+    """Bytes of the tensors autograd keeps from the forward for the backward (outside checkpoints),
+    each storage once (every chunk keeps a reference to the same weight)."""
+    kept = {}
+
+    def pack(t):
+        kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return sum(kept.values())
+
+
+def test_the_forward_keeps_no_logits_for_the_backward():
+    """Direct: the (positions × vocabulary) log-softmax stays alive until the backward. Chunked:
+    only the inputs of each checkpointed chunk, recomputed one at a time in the backward."""
+    g = torch.Generator().manual_seed(1)
+    n, vocab = 512, 4096
+    hidden = torch.randn(1, n, H, generator=g, requires_grad=True)
+    weight = torch.randn(vocab, H, generator=g, requires_grad=True)
+    targets = torch.randint(0, vocab, (1, n), generator=g)
+    logits_bytes = n * vocab * 4
+    assert saved_bytes(lambda: direct(hidden, weight, targets, 0.7)) >= logits_bytes
+    assert saved_bytes(lambda: chunked_token_logprobs(hidden, weight, targets, 0.7, 64)) < logits_bytes / 20
+
+
+def test_the_chunked_head_inside_the_model_gives_the_models_log_probs(tiny_model):
+    """head_logprobs on the tiny Llama: its forward returns (B, C, 2) = (log p, entropy) equal to
+    the direct computation from the model's own logits, and the lm_head is itself again after."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    ids = torch.tensor([[4, 5, 6, 7, 8, 9, 10, 11], [12, 13, 14, 15, 4, 5, 6, 7]])
+    columns = torch.tensor([3, 4, 5, 6])
+    targets = ids[:, columns + 1]  # (B, C)
+    full = model(input_ids=ids, logits_to_keep=columns).logits  # (B, C, V)
+    want_logp, want_entropy = token_logprobs(processed_logits(full.float(), 0.7, 4, 1.0), targets)
+    want_grad = torch.autograd.grad(want_logp.sum(), model.lm_head.weight)[0]
+    with head_logprobs(model.lm_head, targets, 3, 0.7, 4):
+        out = model(input_ids=ids, logits_to_keep=columns).logits
+    assert out.shape == (2, 4, 2)
+    torch.testing.assert_close(out[..., 0], want_logp, rtol=0, atol=1e-6)
+    torch.testing.assert_close(out[..., 1], want_entropy, rtol=0, atol=1e-6)
+    torch.testing.assert_close(torch.autograd.grad(out[..., 0].sum(), model.lm_head.weight)[0], want_grad,
+                               rtol=0, atol=1e-6)
+    assert "forward" not in vars(model.lm_head)
+    assert model(input_ids=ids, logits_to_keep=columns).logits.shape == full.shape
+
+
+def test_a_model_that_transforms_its_logits_is_refused():
+    from transformers import PretrainedConfig
+
+    from endstate.core.errors import EndstateError
+    from endstate.grpo.logprobs import check_plain_head
+
+    check_plain_head(PretrainedConfig(final_logit_softcapping=None))
+    with pytest.raises(EndstateError, match="final_logit_softcapping=30.0"):
+        check_plain_head(PretrainedConfig(final_logit_softcapping=30.0))

@@ -1,0 +1,171 @@
+"""The memory plan of `grpo train --dry-run` (issue #20, part 3): its arithmetic against a real
+model (parameter count, the activations autograd keeps) and against DeepSpeed's own estimator, and
+the dry run that prints it, refuses a plan over --gpu-memory / --host-memory and names the knob."""
+
+# ruff: noqa: F811 - the grpo_fixtures fixture is imported, then requested by name
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from click.testing import CliRunner
+from grpo_fixtures import tiny_model  # noqa: F401 - a pytest fixture
+
+from endstate.grpo.memory_plan import (
+    Setup,
+    activation_bytes,
+    deepspeed_estimate,
+    make_plan,
+    read_model_config,
+)
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+POOL = str(ROOT / "tasks/train/retail.jsonl")
+REFERENCE = ["--model-config", "gemma3-27b", "--nodes", "3", "--gpus-per-node", "8", "--device", "cuda",
+             "--deepspeed", "zero3-offload", "--rollout-engine", "vllm", "--batch-tasks", "18",
+             "--group-size", "8", "--micro-batch", "4", "--max-context", "8192", "--gpu-memory", "79.6",
+             "--host-memory", "1800"]
+
+
+def test_parameter_count_is_the_models(tiny_model):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    shape = read_model_config(str(tiny_model), None)
+    assert shape.params == sum(p.numel() for p in model.parameters())  # tied: the lm_head counts once
+    assert read_model_config("qwen3-8b", None).params == pytest.approx(8.19e9, rel=0.01)  # Qwen3-8B: 8.2B
+    assert read_model_config("gemma3-27b", None).params == pytest.approx(27.0e9, rel=0.01)  # its text decoder
+
+
+def kept_for_backward(model, ids) -> int:
+    """Bytes of the activations (not the weights) autograd keeps after the decoder's forward."""
+    import torch
+
+    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    kept = {}
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in weights:
+            kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model.model(input_ids=ids)
+    return sum(kept.values())
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_activation_estimate_against_what_autograd_keeps(tiny_model, checkpointing):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    if checkpointing:
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    measured = kept_for_backward(model, torch.randint(4, 16, (2, 256)))
+    planned = activation_bytes(read_model_config(str(tiny_model), None),
+                               Setup(cuda=False, micro_batch=2, max_context=256, checkpointing=checkpointing))
+    if checkpointing:  # the plan adds one layer recomputed in the backward, which the forward does not keep
+        assert measured < planned < 25 * measured
+    else:
+        assert planned == pytest.approx(measured, rel=0.1)
+
+
+@pytest.mark.parametrize("stage, offload", [(2, False), (2, True), (3, False), (3, True)])
+def test_model_states_agree_with_deepspeeds_estimator(stage, offload):
+    """Where DeepSpeed's formula and the plan count the same things, the figures agree: ZeRO-2
+    exactly; ZeRO-3 offloaded, on the host, up to DeepSpeed's 1.5× buffer. Without offload
+    DeepSpeed puts ZeRO-3's 16-bit weights inside its 18 bytes per parameter: the plan counts 2 more."""
+    shape = read_model_config("qwen3-8b", None)
+    setup = Setup(nodes=2, gpus_per_node=8, stage=stage, offload_param=offload and stage == 3,
+                  offload_optimizer=offload)
+    plan = make_plan(shape, setup)
+    gpu, host = deepspeed_estimate(shape, setup)
+    if stage == 2:
+        assert plan.states_gpu == pytest.approx(gpu, rel=1e-9)
+    elif offload:
+        assert plan.states_gpu == pytest.approx(gpu, rel=1e-9)  # the gathered largest layer
+        assert plan.states_host == pytest.approx(host / 1.5, rel=1e-9)
+    else:
+        assert plan.states_gpu == pytest.approx(gpu + 2 * shape.params / setup.world, rel=1e-9)
+
+
+def test_zero3_loads_partitioned_but_every_rank_reads_a_whole_copy_below_it():
+    shape = read_model_config("gemma3-27b", None)
+    reference = Setup(nodes=3, gpus_per_node=8, stage=3, offload_param=True, offload_optimizer=True,
+                      rollout="vllm")
+    loads = {s.stage: next(size for label, size in make_plan(shape, s).host if label.startswith("model load"))
+             for s in (reference, replace(reference, stage=2, offload_param=False))}
+    assert loads[2] == shape.params * 2 * 8  # the issue's 8 × 54 GB per node
+    assert loads[3] < loads[2] / 100
+
+
+def dry_run(tmp_path, *args):
+    from endstate.grpo.cli import cli
+
+    return CliRunner().invoke(cli, ["train", "--pool", POOL, "--out", str(tmp_path / "run"), *args, "--dry-run"])
+
+
+def test_the_reference_plan_fits_with_activation_checkpointing(tmp_path):
+    result = dry_run(tmp_path, *REFERENCE, "--activation-checkpointing")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[-1].startswith("launch: torchrun --nnodes=3")
+    plan = lines[next(i for i, line in enumerate(lines) if line.startswith("memory_plan: gemma3-27b")):]
+    assert any("activations (4 × 8192 tokens, checkpointed)" in line for line in plan)
+    assert any("vLLM colocated (0.35 of the GPU)" in line and "27.86" in line for line in plan)
+    assert sum("total" in line and ": fits" in line for line in plan) == 2  # GPU and host
+    assert any(line.strip().startswith("per GPU") for line in plan)  # DeepSpeed's figure beside the plan's
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_plan_over_the_gpu_names_the_knobs_and_exits_2(tmp_path):
+    result = dry_run(tmp_path, *REFERENCE)  # no activation checkpointing: 62 layers × 32k tokens
+    assert result.exit_code == 2, result.output
+    assert "DOES NOT FIT" in result.output and "launch:" not in result.output
+    assert "the memory plan does not fit" in result.output and "--gpu-memory 79.6" in result.output
+    assert "any one of these fits: --activation-checkpointing" in result.output
+    knobs = dry_run(tmp_path, *REFERENCE, "--activation-checkpointing", "--vllm-gpu-memory", "0.6")
+    assert knobs.exit_code == 2, knobs.output
+    message = knobs.output.splitlines()[-1]
+    for knob in ("--micro-batch", "--vllm-gpu-memory", "--max-context"):
+        assert knob in message, message
+
+
+def test_a_plan_over_the_host_memory_names_more_nodes(tmp_path):
+    result = dry_run(tmp_path, *REFERENCE, "--activation-checkpointing", "--host-memory", "100")
+    assert result.exit_code == 2, result.output
+    message = result.output.splitlines()[-1]
+    assert "GiB of host memory per node, --host-memory 100" in message and "--nodes " in message, message
+
+
+def test_an_8b_plan_on_one_node(tmp_path):
+    result = dry_run(tmp_path, "--model-config", "qwen3-8b", "--gpus-per-node", "8", "--device", "cuda",
+                     "--deepspeed", "zero3", "--rollout-engine", "vllm", "--activation-checkpointing",
+                     "--max-context", "8192", "--gpu-memory", "80", "--host-memory", "1000")
+    assert result.exit_code == 0, result.output
+    assert "qwen3-8b, 8.19B parameters" in result.output
+
+
+def test_the_plan_reads_the_model_folder_when_no_model_config_is_given(tmp_path, tiny_model):
+    result = dry_run(tmp_path, "--model", str(tiny_model), "--deepspeed", "zero0")
+    assert result.exit_code == 0, result.output
+    assert f"memory_plan: {tiny_model.name}, 0.00B parameters" in result.output
+    assert "DeepSpeed's estimator: none for ZeRO-0" in result.output
+
+
+@pytest.mark.parametrize("config, message", [
+    ("nowhere", "model config 'nowhere' not found: give a config.json path, a model folder or one of"),
+    ({"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 10, "num_attention_heads": 4,
+      "intermediate_size": 8, "num_local_experts": 8}, "a mixture of experts"),
+    ({"hidden_size": 64}, "needs num_hidden_layers, vocab_size, num_attention_heads, intermediate_size"),
+])
+def test_a_model_config_the_plan_cannot_read_is_a_usage_error(tmp_path, config, message):
+    if isinstance(config, dict):
+        (tmp_path / "m.json").write_text(json.dumps(config))
+        config = str(tmp_path / "m.json")
+    result = dry_run(tmp_path, "--model-config", config)
+    assert result.exit_code == 2 and message in result.output, result.output
+
