@@ -232,3 +232,45 @@ def test_a_vanished_client_is_written_at_its_timeout_and_resume_runs_it_again(tm
     assert again.wait() == 0, again.stderr()
     graded = graded_and_covered(out, one_task, 1)  # the clean episode supersedes the error
     assert [g["reward"] for g in graded] == [None, 1]
+
+
+def open_raw_session(url: str) -> str:
+    """An MCP session opened by hand (an `initialize` POST); its id."""
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    request = urllib.request.Request(url, data=body, method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return answer.headers["mcp-session-id"]
+
+
+def test_sigterm_stops_the_gateway_saying_which_sessions_were_not_written(tmp_path, task_file):
+    """uvicorn raises SIGTERM again once it has stopped: the gateway still reports the open
+    session (--resume runs it) and exits 143, as a killed process. Its --out holds another task's
+    key: the plan line counts only this plan's keys as already written."""
+    out = tmp_path / "episodes.jsonl"
+    out.write_bytes(orjson.dumps({"task_id": "other-task", "attempt": 0, "status": "ok"}) + b"\n")
+    gateway = Gateway(tmp_path, task_file, out, "--resume")
+    try:
+        assert open_raw_session(gateway.url)
+    finally:
+        gateway.proc.send_signal(signal.SIGTERM)
+    assert gateway.wait() == 128 + signal.SIGTERM, gateway.stderr()
+    assert "8 key(s) of 8 task(s) × 1; serving" in gateway.stderr()  # not "(1 already written)"
+    assert "1 session(s) were open when the gateway stopped" in gateway.stderr()
+    assert "Traceback" not in gateway.stderr() and len(out.read_bytes().splitlines()) == 1
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--http", "8765"], "--http 8765: give HOST:PORT, e.g. 127.0.0.1:8765"),  # not every interface
+    (["--http", ":8765"], "or 0.0.0.0:8765 (every interface)"),
+    (["--http", "127.0.0.1:0", "--session-timeout", "nan"], "nan is not a finite number"),
+    (["--http", "127.0.0.1:0", "--timeout", "inf"], "inf is not a finite number"),
+])
+def test_an_address_without_host_or_a_timeout_that_is_not_a_number_is_refused(tmp_path, task_file,
+                                                                              flags, message):
+    done = run_tool("rollout", "serve-mcp", str(task_file), "--out", str(tmp_path / "o.jsonl"),
+                    *flags, env={"ENDSTATE_MCP_TOKEN": TOKEN})
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

@@ -156,16 +156,33 @@ def test_the_plan_reads_the_model_folder_when_no_model_config_is_given(tmp_path,
     assert "DeepSpeed's estimator: none for ZeRO-0" in result.output
 
 
+SMALL = {"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 10, "num_attention_heads": 4,
+         "intermediate_size": 8}
+
+
 @pytest.mark.parametrize("config, message", [
     ("nowhere", "model config 'nowhere' not found: give a config.json path, a model folder or one of"),
     ({"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 10, "num_attention_heads": 4,
       "intermediate_size": 8, "num_local_experts": 8}, "a mixture of experts"),
     ({"hidden_size": 64}, "needs num_hidden_layers, vocab_size, num_attention_heads, intermediate_size"),
+    # absurd values: a plan of nothing, a division by zero, a crash on a string (exit 70 before)
+    ({**SMALL, "num_hidden_layers": 0}, "m: num_hidden_layers 0: the memory plan needs positive integers"),
+    ({**SMALL, "num_attention_heads": 0}, "num_attention_heads 0: the memory plan needs positive"),
+    ({**SMALL, "num_key_value_heads": "2", "head_dim": True}, "num_key_value_heads '2', head_dim True:"),
+    ({**SMALL, "vocab_size": -5}, "vocab_size -5:"),
+    ([1, 2], "m: not a model config (a transformers config.json is a JSON object)"),
 ])
 def test_a_model_config_the_plan_cannot_read_is_a_usage_error(tmp_path, config, message):
-    if isinstance(config, dict):
+    if isinstance(config, (dict, list)):
         (tmp_path / "m.json").write_text(json.dumps(config))
         config = str(tmp_path / "m.json")
     result = dry_run(tmp_path, "--model-config", config)
     assert result.exit_code == 2 and message in result.output, result.output
 
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0"])
+def test_a_memory_limit_that_is_not_a_positive_number_is_a_usage_error(tmp_path, value):
+    result = dry_run(tmp_path, "--model-config", "qwen3-8b", "--gpu-memory", value)
+    assert result.exit_code == 2, result.output  # nan and inf were exit 70 (int(nan × GiB))
+    assert "gpu_memory must be a positive number of GB" in result.output

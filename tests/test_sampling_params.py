@@ -95,6 +95,20 @@ def test_extra_body_refuses_what_endstate_sets_or_a_flag_sets(tmp_path, body, me
     assert message in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("flag, value", [("--temperature", "nan"), ("--top-p", "nan"),
+                                         ("--min-p", "nan"), ("--presence-penalty", "nan"),
+                                         ("--repetition-penalty", "inf"), ("--temperature", "inf"),
+                                         ("--timeout", "nan")])
+def test_a_setting_that_is_not_a_finite_number_is_refused(tmp_path, flag, value):
+    """nan passes click's range checks and orjson sends it as null (the server's default,
+    recorded as null): refused before any call, naming the flag."""
+    _, tasks_file = one_task(tmp_path)
+    done = run_tool("rollout", "run", tasks_file, "--backend", "chat", "--agent-url",
+                    "http://127.0.0.1:9/v1", "--model", "m", flag, value)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert f"Invalid value for '{flag}': {value} is not a finite number" in done.stderr
+
+
 def test_extra_body_and_empty_stop_strings_are_refused_where_they_cannot_apply(tmp_path):
     _, tasks_file = one_task(tmp_path)
     local = run_tool("rollout", "run", tasks_file, "--extra-body", '{"priority": 1}')

@@ -156,3 +156,30 @@ def test_every_endpoint_is_checked(embedded_dir, tiny_model):
         with pytest.raises(ConfigurationError, match=f"127.0.0.1:{bad.port}/tokenize"):
             check([good.base_url, bad.base_url], "double", 4096, embedded_dir)
     assert len(good.checks) == len(bad.checks) == 2
+
+
+def test_a_model_list_without_names_is_refused_and_a_length_below_one_is_ignored(embedded_dir):
+    """Garbage from /v1/models: ids that are not names (a list, an object) are not a served name,
+    never a crash; a max_model_len of -1 is no length to advise --max-context from."""
+    from endstate.core.errors import ConfigurationError
+
+    with FakeEndpoint(tokenizer=embedded_dir, served=[["double"], {"name": "double"}]) as ep:
+        with pytest.raises(ConfigurationError, match="serves no model, not --model double"):
+            check(ep.base_url, "double", 4096, embedded_dir)
+    with FakeEndpoint(tokenizer=embedded_dir, served=["double"], max_model_len=-1) as ep:
+        check(ep.base_url, "double", 4096, embedded_dir)
+
+
+def test_a_server_slow_to_answer_the_checks_is_a_warning_after_the_check_limit(embedded_dir, monkeypatch,
+                                                                               capsys):
+    """The start-up checks wait CHECK_TIMEOUT_S, not --timeout (which follows --max-new-tokens:
+    2,048 s for 8,192 tokens), before warning that they could not run."""
+    from endstate.core import endpoints
+
+    monkeypatch.setattr(endpoints, "CHECK_TIMEOUT_S", 0.2)
+    with FakeEndpoint(tokenizer=embedded_dir, served=["double"], latency=2.0) as ep:
+        check(ep.base_url, "double", 4096, embedded_dir)  # endpoint timeout 5 s: not waited for
+    warned = capsys.readouterr().err
+    assert f"GET {ep.base_url}/models: TimeoutError: no answer within 0.2 s" in warned
+    assert "/tokenize: TimeoutError: no answer within 0.2 s" in warned
+    assert "the tokenizer check could not run" in warned

@@ -282,7 +282,7 @@ async def _check_endpoint(endpoints: Endpoints, url: str, model: str, max_contex
     status, answer, problem = await endpoints.ask("GET", url + "/models")
     cards = answer.get("data") if isinstance(answer, dict) else None
     if status == 200 and isinstance(cards, list):
-        served = {c.get("id"): c for c in cards if isinstance(c, dict)}
+        served = {c["id"]: c for c in cards if isinstance(c, dict) and isinstance(c.get("id"), str)}
         if model not in served:
             raise ConfigurationError(f"{url}/models serves {', '.join(map(str, served)) or 'no model'}, "
                                      f"not --model {model}: pass the served name (vLLM's "
@@ -306,7 +306,7 @@ async def _check_endpoint(endpoints: Endpoints, url: str, model: str, max_contex
         note(f"warning: POST {tokenize}: {problem or 'no token list'}: the tokenizer check could not "
              f"run (a server without vLLM's /tokenize); make sure --tokenizer {name} is the served "
              "model's, or its prompts will be garbage")
-    if type(limit) is int and max_context > limit:
+    if type(limit) is int and 0 < limit < max_context:
         raise ConfigurationError(f"--max-context {max_context} exceeds the max_model_len {limit} "
                                  f"served at {url}: pass --max-context {limit} (or serve with "
                                  f"--max-model-len {max_context})")

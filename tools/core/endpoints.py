@@ -63,6 +63,9 @@ def failure_kind(error: BaseException) -> str | None:
     return None
 
 
+CHECK_TIMEOUT_S = 30.0  # a start-up check (/v1/models, /tokenize) answers at once or not at all
+
+
 class Endpoints:
     """One or more OpenAI-compatible base URLs; calls rotate over them, retries move on.
 
@@ -138,10 +141,14 @@ class Endpoints:
     async def ask(self, method: str, url: str, body: dict[str, Any] | None = None) -> tuple[int | None, Any, str]:
         """One call to the absolute `url`, not retried and never raising: (HTTP status or None, the
         JSON answer or None, what went wrong or ""). For start-up checks, where a server that
-        cannot answer is a warning (the episodes will find out), not the end of the run."""
+        cannot answer is a warning (the episodes will find out), not the end of the run. It waits
+        CHECK_TIMEOUT_S at most: --timeout follows --max-new-tokens (2,048 s for 8,192 tokens)."""
+        limit = min(self.timeout, CHECK_TIMEOUT_S)
         try:
-            status, data = await self._client().request(
-                method, url, orjson.dumps(body) if body is not None else b"", self.headers)
+            status, data = await asyncio.wait_for(self._client().request(
+                method, url, orjson.dumps(body) if body is not None else b"", self.headers), limit)
+        except TimeoutError:
+            return None, None, f"TimeoutError: no answer within {limit:g} s"
         except Exception as e:  # noqa: BLE001 - reported to the caller, who warns
             return None, None, f"{type(e).__name__}: {e}"
         try:

@@ -51,7 +51,7 @@ def run_options(fn):
         click.option("--procs", type=click.IntRange(1), default=1, show_default=True, envvar="ENDSTATE_PROCS",
                      help="Processes sharing the -j episodes, each its own event loop (chat and "
                           "completions backends; for hundreds of episodes in flight on a multi-core host)."),
-        click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
+        click.option("--timeout", type=settings.FiniteFloatRange(min=0, min_open=True),
                      help="Seconds per model call [default: max(60, max-new-tokens / 4): a served "
                      "model at 4 tokens/s per request under load]."),
         click.option("--retries", type=click.IntRange(min=1), default=4, show_default=True,

@@ -7,6 +7,7 @@ the end apply it to logits alike in the local generator and grpo's trainer, by v
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,12 +91,23 @@ class JsonObject(click.ParamType):
         return parsed
 
 
+class FiniteFloatRange(click.FloatRange):
+    """click's FloatRange without nan and inf: nan passes every range check, and orjson writes
+    both as null, so `--temperature nan` would send the server's default and record null."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{number} is not a finite number", param, ctx)
+        return number
+
+
 KINDS: dict[str, Any] = {
     "tool_format": click.Choice(TOOL_FORMATS),
-    "temperature": click.FloatRange(min=0), "top_p": click.FloatRange(0, 1, min_open=True),
-    "top_k": click.IntRange(min=1), "min_p": click.FloatRange(0, 1),
-    "presence_penalty": click.FloatRange(-2, 2), "frequency_penalty": click.FloatRange(-2, 2),
-    "repetition_penalty": click.FloatRange(min=0, min_open=True), "extra_body": JsonObject(),
+    "temperature": FiniteFloatRange(min=0), "top_p": FiniteFloatRange(0, 1, min_open=True),
+    "top_k": click.IntRange(min=1), "min_p": FiniteFloatRange(0, 1),
+    "presence_penalty": FiniteFloatRange(-2, 2), "frequency_penalty": FiniteFloatRange(-2, 2),
+    "repetition_penalty": FiniteFloatRange(min=0, min_open=True), "extra_body": JsonObject(),
     "max_new_tokens": click.IntRange(min=1), "max_context": click.IntRange(min=1),
     "max_turns": click.IntRange(min=1), "jobs": click.IntRange(min=1),
 }

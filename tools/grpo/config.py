@@ -119,7 +119,7 @@ class TrainConfig(EpisodeSettings):
             if getattr(self, name) < 1:
                 raise EndstateError(f"{name} must be at least 1")
         for name in ("gpu_memory", "host_memory"):
-            if getattr(self, name) is not None and getattr(self, name) <= 0:
+            if getattr(self, name) is not None and not 0 < getattr(self, name) < float("inf"):  # nan too
                 raise EndstateError(f"{name} must be a positive number of GB (or unset)")
         for name, (neutral, why) in UNMATCHED_SAMPLING.items():
             if getattr(self, name) not in (None, neutral):

@@ -69,13 +69,21 @@ class ModelShape:
 
 def model_shape(config: dict[str, Any], name: str) -> ModelShape:
     """The shape of a transformers config.json (a multimodal one's text_config)."""
+    if not isinstance(config, dict):
+        raise EndstateError(f"{name}: not a model config (a transformers config.json is a JSON object)")
     c = {**config, **config["text_config"]} if isinstance(config.get("text_config"), dict) else config
     if any(c.get(k) for k in MOE_KEYS):
         raise EndstateError(f"{name}: a mixture of experts; the memory plan covers dense decoders")
     needed = ("hidden_size", "num_hidden_layers", "vocab_size", "num_attention_heads", "intermediate_size")
-    missing = [k for k in needed if not isinstance(c.get(k), int)]
+    missing = [k for k in needed if c.get(k) is None]
     if missing:
         raise EndstateError(f"{name}: the memory plan needs {', '.join(missing)} in the model config")
+    # a zero, a negative, a bool or a float would make a plan of nothing (or divide by zero)
+    wrong = [f"{k} {c[k]!r}" for k in (*needed, "num_key_value_heads", "head_dim")
+             if c.get(k) is not None and not (type(c[k]) is int and c[k] > 0)]
+    if wrong:
+        raise EndstateError(f"{name}: {', '.join(wrong)}: the memory plan needs positive integers "
+                            "there (is this the model's config.json?)")
     heads = c["num_attention_heads"]
     return ModelShape(name, c["hidden_size"], c["num_hidden_layers"], c["vocab_size"], heads,
                       c.get("num_key_value_heads") or heads, c.get("head_dim") or c["hidden_size"] // heads,
@@ -99,7 +107,8 @@ def read_model_config(spec: str | None, model_dir: Path | None) -> ModelShape:
         config = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise EndstateError(f"{path}: cannot read the model config: {e}") from None
-    return model_shape(config, spec if spec and not Path(spec).exists() else path.parent.name)
+    named = path.parent.name if path.name == "config.json" else path.stem  # a folder, or x.json
+    return model_shape(config, spec if spec and not Path(spec).exists() else named)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import signal
 import socket
 from collections import deque
 from dataclasses import dataclass, field
@@ -210,6 +211,9 @@ async def _error(scope, receive, send, status: int, message: str, headers=None) 
 def listen(address: str) -> socket.socket:
     """A listening socket on HOST:PORT (port 0: any free one)."""
     host, _, port = address.rpartition(":")
+    if not host:  # `8765` or `:8765` would listen on every interface: say so, never by default
+        raise EndstateError(f"--http {address}: give HOST:PORT, e.g. 127.0.0.1:8765 (this machine "
+                            "only) or 0.0.0.0:8765 (every interface)")
     try:
         infos = socket.getaddrinfo(host.strip("[]") or None, int(port), type=socket.SOCK_STREAM,
                                    flags=socket.AI_PASSIVE)
@@ -236,6 +240,10 @@ def _more_open_files() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         except (ValueError, OSError):  # an unlimited hard limit some kernels refuse: keep the soft one
             pass
+
+
+def _exit_on_signal(signum: int, frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 def serve_http(gateway: Gateway, sock: socket.socket) -> None:
@@ -265,9 +273,13 @@ def serve_http(gateway: Gateway, sock: socket.socket) -> None:
             stopper.cancel()
             await close_endpoints()
 
+    # uvicorn stops on SIGTERM, then raises it again: exit 143 as a killed process, but through
+    # here, so the summary and the note on unwritten sessions are printed.
+    previous = signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
         asyncio.run(main())
     finally:
+        signal.signal(signal.SIGTERM, previous)
         gateway.progress.close()
         if gateway.unwritten:
             note(f"serve-mcp: {gateway.unwritten} session(s) were open when the gateway stopped; "

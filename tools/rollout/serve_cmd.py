@@ -14,6 +14,7 @@ from endstate.core.errors import EndstateError
 from endstate.core.progress import Progress, note
 from endstate.core.records import SkipLog
 from endstate.core.runtime import EPISODE_COUNTS, RunConfig, price_of, user_maker
+from endstate.core.settings import FiniteFloatRange
 from endstate.core.tasks import TaskFilter, parse_shard, plan, runnable_tasks, shard_of
 
 TOKEN_ENV = "ENDSTATE_MCP_TOKEN"
@@ -30,7 +31,7 @@ def _user_options(fn):
         click.option("--user-model", envvar="ENDSTATE_USER_MODEL", help="--user llm: model name."),
         click.option("--api-key", envvar="OPENAI_API_KEY", default="EMPTY", show_default=False,
                      help="API key for the user's endpoint (env OPENAI_API_KEY)."),
-        click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0,
+        click.option("--timeout", type=FiniteFloatRange(min=0, min_open=True), default=60.0,
                      show_default=True, help="Seconds per call of the user's model."),
         click.option("--retries", type=click.IntRange(min=1), default=4, show_default=True,
                      help="Calls per request in all, with backoff, before system_error."),
@@ -55,7 +56,7 @@ def _user_options(fn):
 @click.option("--shard", help="--http: I/N: serve only every N-th task starting at I.")
 @click.option("--token", envvar=TOKEN_ENV, help=f"--http: the bearer token clients must send "
                                                 f"(env {TOKEN_ENV}).")
-@click.option("--session-timeout", type=click.FloatRange(min=0, min_open=True), default=1800.0,
+@click.option("--session-timeout", type=FiniteFloatRange(min=0, min_open=True), default=1800.0,
               show_default=True, help="--http: seconds a session may stay idle before its episode is "
                                       "written as abandoned.")
 @click.option("--attempt", type=click.IntRange(0), default=0, show_default=True,
@@ -162,8 +163,9 @@ def _serve_gateway(tasks, domains, new_session, *, address, out_file, repeats, r
     sock = listen(address)
     host, port = sock.getsockname()[:2]
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}{MCP_PATH}"
+    written = len(tasks) * repeats - len(keys)  # not len(done): it may hold other tasks' keys
     note(f"serve-mcp: {len(keys)} key(s) of {len(tasks)} task(s) × {repeats}"
-         f"{f' ({len(done)} already written)' if done else ''}; serving MCP at {url}; "
+         f"{f' ({written} already written)' if written else ''}; serving MCP at {url}; "
          f"episodes to {out_file}")
     progress = Progress(len(keys), "serve-mcp", quiet=quiet, counts=EPISODE_COUNTS)
     gateway = Gateway(keys, domains, log, token=token, session_timeout=session_timeout,
