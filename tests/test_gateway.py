@@ -142,9 +142,9 @@ async def refusal(url: str, tasks: list[dict], **kw) -> str:
     raise AssertionError("the session opened")
 
 
-def post(url: str, token: str | None) -> int:
+def post(url: str, token: str | None, scheme: str = "Bearer") -> int:
     request = urllib.request.Request(url, data=b"{}", method="POST", headers={
-        "Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})})
+        "Content-Type": "application/json", **({"Authorization": f"{scheme} {token}"} if token else {})})
     try:
         with urllib.request.urlopen(request, timeout=10) as answer:
             return answer.status
@@ -156,6 +156,8 @@ def test_32_concurrent_sessions_cover_8_tasks_x_4_once_each_and_grade(tmp_path, 
     tasks, out = tasks_of(task_file), tmp_path / "episodes.jsonl"
     gateway = Gateway(tmp_path, task_file, out, "-n", "4")
     assert post(gateway.url, None) == 401 and post(gateway.url, "wrong") == 401
+    # past the token (the scheme is case-insensitive, RFC 7235): the transport wants an Accept header
+    assert post(gateway.url, TOKEN, scheme="bearer") == 406
     assert "wrong bearer token" in anyio.run(lambda: refusal(gateway.url, tasks, token="wrong"))
 
     async def campaign() -> tuple[list[str], str]:

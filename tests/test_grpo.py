@@ -247,6 +247,23 @@ def test_yaml_with_an_unknown_key_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("line, expected", [
+    ("temperature: -3", "temperature: -3.0 is not in the range x>=0"),
+    ("top_p: 7", "top_p: 7.0 is not in the range 0<x<=1"),
+    ("top_p: .nan", "top_p: nan is not a finite number"),
+    ("max_new_tokens: 0", "max_new_tokens: 0 is not in the range x>=1"),
+    ("lr: -1.0e-5", "lr -1e-05: a learning rate is a positive number"),
+])
+def test_yaml_values_meet_the_ranges_of_their_flags(tmp_path, line, expected):
+    from endstate.grpo.cli import cli
+
+    y = tmp_path / "c.yaml"
+    y.write_text(f"pool: {ROOT / 'tasks/train/retail.jsonl'}\n{line}\n")
+    result = CliRunner().invoke(cli, ["train", "--config", str(y), "--out", str(tmp_path / "r"), "--dry-run"])
+    assert result.exit_code == 2, result.output
+    assert expected in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("line, expected", [
     ('steps: "ten"', "steps: expected an integer, got 'ten'"),
     ("lr: fast", "lr: expected a number, got 'fast'"),
     ("std_norm: 1", "std_norm: expected true or false, got 1"),

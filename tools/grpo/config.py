@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import click
+
+from endstate.core import settings
 from endstate.core.errors import EndstateError
 from endstate.core.settings import EpisodeSettings
 from endstate.grpo.algorithm import LOSS_AGG
@@ -114,6 +117,15 @@ class TrainConfig(EpisodeSettings):
             raise EndstateError(f"dual_clip {self.dual_clip}: use a bound above 1 (3 as verl), or 0 for off")
         if self.log_ratio_clamp <= 0:
             raise EndstateError("log_ratio_clamp must be positive (20 keeps exp() finite in fp32)")
+        for name, kind in settings.KINDS.items():  # a YAML value skips click: the flags' ranges
+            value = getattr(self, name)
+            if value is not None and isinstance(kind, (click.IntRange, click.FloatRange)):
+                try:
+                    kind.convert(value, None, None)
+                except click.BadParameter as e:
+                    raise EndstateError(f"{name}: {e.message}") from None
+        if not 0 < self.lr < float("inf"):  # nan too
+            raise EndstateError(f"lr {self.lr}: a learning rate is a positive number")
         for name in ("steps", "batch_tasks", "group_size", "max_rounds", "micro_batch", "jobs",
                      "save_freq", "nodes", "gpus_per_node", "vllm_max_batched_tokens", "logits_chunk"):
             if getattr(self, name) < 1:

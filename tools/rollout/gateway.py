@@ -61,7 +61,7 @@ class Gateway:
                  quiet: bool = False):
         self.plan, self.total = deque(keys), len(keys)
         self.domains, self.log, self.new_session = domains, log, new_session
-        self.token = f"Bearer {token}".encode()
+        self.token = token.encode()
         self.session_timeout, self.progress, self.quiet = session_timeout, progress, quiet
         self.server = mcp_server()
         self.sessions: dict[str, _Open] = {}
@@ -76,7 +76,9 @@ class Gateway:
         if scope["type"] != "http":
             return
         headers = dict(scope["headers"])
-        if not hmac.compare_digest(headers.get(b"authorization", b""), self.token):
+        scheme, _, credentials = headers.get(b"authorization", b"").partition(b" ")
+        # the scheme is case-insensitive (RFC 7235); the token is compared in constant time
+        if scheme.lower() != b"bearer" or not hmac.compare_digest(credentials.strip(), self.token):
             return await _error(scope, receive, send, 401, "missing or wrong bearer token: send "
                                 "`Authorization: Bearer TOKEN` (the gateway's --token)",
                                 {"WWW-Authenticate": "Bearer"})
@@ -112,7 +114,11 @@ class Gateway:
         if not self.plan and not self.quiet:
             note(f"serve-mcp: every key is handed out; the gateway stops when the "
                  f"{len(self.sessions) + 1} open session(s) end")
-        episode = self.new_session(self.domains[task["domain"]], task, attempt)
+        try:
+            episode = self.new_session(self.domains[task["domain"]], task, attempt)
+        except BaseException:
+            self.plan.appendleft(key)  # no session was opened: the key goes back, first in line
+            raise
         # JSON answers, not an SSE stream per request: ~40% less CPU a call (bench_gateway.py);
         # the tools never send progress or server requests in the middle of a call.
         transport = StreamableHTTPServerTransport(mcp_session_id=uuid4().hex,
