@@ -10,8 +10,10 @@ import pytest
 from conftest import ROOT, run_tool
 
 from endstate.core.domain import Domain
+from endstate.core.errors import InputError
 from endstate.core.nested import Mapping, MappingError, insert_document, rebuild_document
-from endstate.grade.nested_tables import create_statements, infer_mapping
+from endstate.grade.nested_tables import MAX_DEPTH, create_statements, infer_mapping
+from endstate.grade.tau2_stubs import tools_source
 
 FIXTURE = ROOT / "tests" / "fixtures" / "tau2_mini"
 TOOLS = ("get_customer_details", "return_bike", "get_bike", "rent_bike")
@@ -229,6 +231,45 @@ def test_the_mapping_is_reversible_on_awkward_shapes():
     assert conn.execute("SELECT _absent FROM users WHERE id = 'u2'").fetchone() == ('["pets"]',)
 
 
+def test_key_columns_never_clash_with_fields_or_each_other():
+    """Items that use every usual key name (SQLite reads `ID` as `id`), and a container nested under
+    one of its own name (its two parent keys would both be `a_id`), still map to distinct columns,
+    reversibly."""
+    document = {"t": {"x": {"ID": 1, "Key": 2, "_key": 3}},
+                "u": [{"position": 1, "_position": 2, "__position": 3}],
+                "a": {"k": {"a": {"k2": {"a": {"k3": {"v": 1}}}}}}}
+    mapping = infer_mapping(document)
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(create_statements(mapping))
+    insert_document(conn, document, mapping)
+    assert rebuild_document(conn, mapping) == document
+    assert mapping.by_name["t"].key == "__key" and mapping.by_name["u"].key == "___position"
+    assert mapping.by_name["a__a__a"].key_columns == ["a_id", "parent__a_id", "id"]
+
+
+def test_deep_and_wide_documents_map_or_are_refused_by_name():
+    """Each level of nesting adds a key column to every table below it: 32 levels map (fast: the
+    column types of a table are read from its parent once), 33 are refused, as is a row wider than
+    SQLite's 2000 columns."""
+    def nested(levels: int) -> dict:
+        document: object = 1
+        for _ in range(2 * levels):  # a collection, then its item: one table per two objects
+            document = {"k": document}
+        return {"t": document}
+
+    document = nested(MAX_DEPTH + 1)
+    mapping = infer_mapping(document)
+    assert len(mapping.tables[-1].inherited) == MAX_DEPTH
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(create_statements(mapping))
+    insert_document(conn, document, mapping)
+    assert rebuild_document(conn, mapping) == document
+    with pytest.raises(MappingError, match=f"containers nested more than {MAX_DEPTH} deep"):
+        infer_mapping(nested(MAX_DEPTH + 2))
+    with pytest.raises(MappingError, match="table t would have 2001 columns, SQLite's limit is 2000"):
+        infer_mapping({"t": {"x": {f"f{i}": i for i in range(2000)}}})
+
+
 def test_a_document_that_no_longer_fits_its_mapping_is_named():
     mapping = infer_mapping(AWKWARD)
     changed = {**AWKWARD, "users": {"u1": {"name": {"first": "A"}, "pets": [], "age": 3}}}
@@ -245,7 +286,7 @@ def broken(tmp_path, **changes):
     folder = tmp_path / "tau2"
     shutil.copytree(FIXTURE, folder)
     for name, text in changes.items():
-        path = folder / name.replace("_json", ".json")
+        path = folder / name.replace("_json", ".json").replace("_md", ".md")
         path.unlink() if text is None else path.write_text(text)
     return folder
 
@@ -270,12 +311,43 @@ def tasks_with(edit):
     ({"tasks_json": tasks_with(lambda t: t[3].update(user_scenario={"instructions": 7}))},
      4, "tasks.json: task '3': user_scenario.instructions: expected dict or str, got int"),
     ({"split_tasks_json": '{"train": "0"}'}, 4, "split_tasks.json: expected an object of split"),
+    ({"policy_md": None}, 5, "policy.md: not found (nor main_policy.md)"),
+    ({"db_json": '{"bikes": {"B-01": {"rate": NaN}}}'}, 4, "db.json: not valid JSON: NaN is not"),
+    ({"db_json": '{"bikes": {"B-01": {"serial": 18446744073709551616}}}'},
+     4, "db.json: /bikes/B-01/serial: 18446744073709551616: SQLite stores 64-bit integers"),
+    ({"db_json": '{"bikes": {"B-01": {"log": [1, 9223372036854775808]}}}'},
+     4, "db.json: /bikes/B-01/log/1: 9223372036854775808: SQLite stores 64-bit integers"),
+    ({"db_json": '{"bikes": {"B-01": {"log": [1, "two", -9223372036854775809]}}}'},
+     4, "db.json: /bikes/B-01/log: [1, 'two', -9223372036854775809]: SQLite stores"),
+    ({"db_json": '{"sqlite_stat1": {"a": {"b": 1}}}'}, 4, "field 'sqlite_stat1' would be a table"),
+    ({"db_json": '{"t": ' + "[" * 5000 + "]" * 5000 + "}"}, 4, "db.json: nested too deep to read"),
+    ({"db_json": '{"bikes": {"B-01": {"Model": "X", "model": "Y"}}}'},
+     4, "db.json: /bikes: two fields map to column 'Model' of table bikes; rename one"),
+    ({"tasks_json": tasks_with(lambda t: t[2]["initial_state"]["initialization_data"].update(
+        agent_data=[1]))},
+     4, "task '2': initial_state.initialization_data.agent_data: expected dict, got list"),
+    ({"tasks_json": tasks_with(lambda t: t[0].update(initial_state="reset"))},
+     4, "task '0': initial_state: expected dict, got str"),
 ])
 def test_bad_input_names_the_file_and_key(tmp_path, changes, code, message):
     p = run_tool("grade", "import", "tau2", str(broken(tmp_path, **changes)),
                  "--out", str(tmp_path / "out"))
     assert p.returncode == code, p.stderr
     assert message in p.stderr
+
+
+def test_the_stubs_are_valid_python_whatever_the_gold_arguments():
+    """An argument some call leaves out may come first (Python wants defaults last), arguments may
+    be named `db` and `database`, and a tool may not take a name tools.py itself binds."""
+    source = tools_source("shop", {"find": [{"db": "x", "database": "y", "when": "now"},
+                                            {"db": "z", "database": "w", "limit": 3}]})
+    namespace: dict = {}
+    exec(compile(source, "tools.py", "exec"), namespace)
+    parameters = namespace["find"].__endstate_tool__.parameters
+    assert list(parameters["properties"]) == ["db", "database", "when", "limit"]
+    assert parameters["required"] == ["db", "database"]
+    with pytest.raises(InputError, match="tool name 'tool' would replace the name tool that tools.py"):
+        tools_source("shop", {"tool": [{}]})
 
 
 def test_an_existing_folder_is_not_overwritten_without_force(imported, tmp_path):
@@ -323,3 +395,4 @@ def test_a_toml_database_is_imported_as_json(tmp_path):
     conn.deserialize(seed)
     mapping = Mapping.from_json((out / "seed" / "mapping.json").read_bytes())
     assert rebuild_document(conn, mapping) == document
+    assert conn.execute("SELECT since FROM lines").fetchone() == ("2024-01-02",)  # text, not '"..."'

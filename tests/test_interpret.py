@@ -67,6 +67,9 @@ def test_coercion_leaves_what_does_not_convert():
     assert coerce("7", {"type": "string"}) == "7"
     assert coerce(7, {"type": "string"}) == 7  # only strings are coerced; validation reports this
     assert coerce("-3", {"anyOf": [{"type": "integer"}, {"type": "null"}]}) == -3
+    # past a double's range: inf would be recorded as null (orjson), so it stays text for validation
+    assert coerce(["1e400", "-1e999", "2.5e3"], {"type": "array", "items": {"type": "number"}}) == [
+        "1e400", "-1e999", 2500.0]
 
 
 def test_system_prompt_lists_every_tool():

@@ -40,6 +40,8 @@ def test_a_number_matches_a_standalone_numeral_of_its_value(value, text):
     (4, "SKU-4 is out of stock."),
     (4, "Delivered 2024-01-04 at 10:04."),
     (4, "Allow 4-5 business days."),
+    (4, "Allow 3–4 business days."),  # a range with an en dash, as models write it
+    (3, "Allow 3–4 business days."),
     (4, "About 3/4 of it."),
     (4, "Version 4.1.2 is out."),
     (24, "Placed in 2024."),

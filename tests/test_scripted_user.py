@@ -74,6 +74,29 @@ def test_a_bad_pattern_names_the_task_and_the_reaction(tmp_path):
     assert f"{path}:1: task bad-regex: user.reactions[0].when '(unclosed' is not a regular expression" in p.stderr
 
 
+@pytest.mark.parametrize("pattern", [r"(a+)+$", r"(\w+\s?)*$", r"(?:x|(a{1,3})+)b", r"(.*)*"])
+def test_a_pattern_that_can_backtrack_for_hours_is_refused_before_any_episode(tmp_path, pattern):
+    """A repeat of a variable repeat takes minutes on a 30-character message that almost matches,
+    holding the event loop of every episode in the process: refused like a broken pattern."""
+    task = {"id": "redos", "domain": "retail", "checks": [{"kind": "said", "value": 1}],
+            "user": {"instruction": "-", "opening": "Hi", "reactions": [{"when": pattern, "reply": "x"}]}}
+    with pytest.raises(ConfigurationError, match=r"task redos: user.reactions\[0\].when .* repeats a "
+                                                 r"group .* make the outer repeat possessive"):
+        ScriptedUser.for_task(task)
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(orjson.dumps(task) + b"\n")
+    p = run_tool("rollout", str(path), "--backend", "chat", "--agent-url", "http://127.0.0.1:9/v1",
+                 "--model", "double")
+    assert p.returncode == 4 and p.stdout == "" and f"{path}:1: task redos: user.reactions[0]" in p.stderr
+
+
+def test_possessive_and_atomic_patterns_and_plain_ones_are_accepted():
+    for pattern in (r"(a+)++$", r"(?>a+)+$", r"\b(can't|cannot)\b", r"e-?mail", r"(yes|no)+", r"\d+(\.\d+)?"):
+        user = ScriptedUser.for_task({"id": "t", "user": {"instruction": "-", "opening": "Hi",
+                                                          "reactions": [{"when": pattern, "reply": "x"}]}})
+        assert asyncio.run(user.reply([{"role": "assistant", "content": "a" * 40 + "!"}])) in ("x", STOP)
+
+
 # -- one episode through probe: the agent refuses, the user insists, the conversation ends on cue ---
 
 EMAIL = "mara.lindqvist@example.com"

@@ -126,6 +126,28 @@ def test_html_is_one_escaped_page_and_plain_episodes_show_without_verdicts(domai
     assert "> <script>alert('x')</script> & </pre> ``` | done" in p.stdout  # message text as written
 
 
+def test_control_characters_from_a_model_are_shown_never_sent_to_the_terminal(domains):
+    """ESC sequences in what the agent said would recolour, retitle or clear the reader's terminal
+    (or write its clipboard): every format shows them as escapes."""
+    task = retail_task("retail-cancel-pending")
+    episode = replay(domains["retail"], task, [*task["gold"], {"say": "done\x1b]0;pwned\x07\x1b[2J\r!"}])
+    graded = Grader(domains).grade(episode, task)
+    graded["checks"][0]["detail"] += "\x1b[31m"
+    for fmt in ("terminal", "markdown", "html"):
+        p = show("--format", fmt, input=orjson.dumps(graded).decode())
+        assert p.returncode == 0, p.stderr
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", p.stdout), fmt
+        assert "done\\x1b]0;pwned\\x07\\x1b[2J\\x0d!" in p.stdout and "\\x1b[31m" in p.stdout
+
+
+def test_a_plain_episode_s_stray_checks_field_is_no_verdict(domains):
+    task = retail_task("retail-cancel-pending")
+    episode = {**replay(domains["retail"], task, task["gold"]), "checks": [1, {"id": "x"}]}
+    p = show("--format", "markdown", input=orjson.dumps(episode).decode())
+    assert p.returncode == 0, p.stderr
+    assert "not graded" in p.stdout and "| verdict |" not in p.stdout
+
+
 def test_task_filter_picks_episodes_and_an_empty_pick_is_an_error(graded_pipeline):
     graded, _ = graded_pipeline
     p = show("--task", "retail-*-orders", "--format", "markdown", input=graded)

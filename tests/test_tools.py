@@ -1,5 +1,6 @@
 """Tool schemas come from type hints and docstrings; arguments are validated against them."""
 
+import enum
 import sqlite3
 from dataclasses import dataclass
 from typing import Literal, NotRequired, TypedDict
@@ -232,6 +233,15 @@ def test_unsupported_and_recursive_types_are_named():
     with pytest.raises(TypeError, match="tool keyed: argument 'by_id': .*JSON object keys are strings"):
         make_tool(keyed, writes=False)
 
+    class Colour(enum.Enum):
+        RED = "red"
+
+    def paint(db: Db, colour: Literal[Colour.RED]) -> dict:
+        """Paint it."""
+
+    with pytest.raises(TypeError, match="tool paint: argument 'colour': .*Literal values must be str, int"):
+        make_tool(paint, writes=False)
+
 
 def test_to_python_builds_dataclasses_at_any_depth_and_picks_the_union_member_that_fits():
     @dataclass
@@ -320,6 +330,43 @@ def test_a_dataclass_argument_reaches_the_tool_as_an_instance_through_the_sandbo
         assert s.call("cancel", {"ids": ["B1"]}).content == '{"cancelled":1}'
         rows = {k: v["row"] for k, v in ((e["key"]["id"], e) for e in s.changes()["bookings"]["inserted"])}
     assert rows == {"B0": {"id": "B0", "passenger": "Ada Li", "paid": 45.0, "kind": "dict/list[Payment]"}}
+
+
+NESTED_TOOL = '''
+
+class Seat(TypedDict):
+    row: int
+
+
+class Traveller(TypedDict):
+    name: str
+    seat: Seat
+
+
+@tool
+def seat_of(db: Db, traveller: Traveller) -> dict:
+    """A traveller's seat row."""
+    return {"row": traveller["seat"]["row"]}
+'''
+
+
+def test_a_tools_py_with_string_annotations_loads_like_a_module(tmp_path, monkeypatch):
+    """`from __future__ import annotations` makes every hint a string, which dataclasses and
+    typing.get_type_hints resolve through the module's entry in sys.modules."""
+    monkeypatch.setenv("ENDSTATE_CACHE", str(tmp_path / "cache"))
+    d = tmp_path / "domains" / "airline"
+    d.mkdir(parents=True)
+    (d / "schema.sql").write_text(SHOP_SCHEMA)
+    (d / "seed.py").write_text("def build(db, rng):\n    pass\n")
+    (d / "tools.py").write_text("from __future__ import annotations\n" + SHOP_TOOLS + NESTED_TOOL)
+    domain = Domains([str(tmp_path / "domains")])["airline"]
+    seat = domain.tools["seat_of"].parameters["properties"]["traveller"]["properties"]["seat"]
+    assert seat == {"type": "object", "properties": {"row": {"type": "integer"}}, "required": ["row"],
+                    "additionalProperties": False}
+    with Sandbox(domain) as s:
+        assert s.call("seat_of", {"traveller": {"name": "Ada", "seat": {"row": 7}}}).content == '{"row":7}'
+        assert s.call("book", {"passengers": [{"name": "Ada", "age": 3}],
+                               "payments": [{"method_id": "pm_1", "amount": 5}]}).content == '{"booked":1}'
 
 
 def test_a_raw_schema_override_is_checked_when_the_tool_is_declared():

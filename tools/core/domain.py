@@ -12,6 +12,7 @@ import importlib.util
 import os
 import random
 import sqlite3
+import sys
 import tempfile
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -50,9 +51,13 @@ class Table:
 def _load_module(path: Path, name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    # registered, as an import would: dataclasses and typing.get_type_hints look a class's module
+    # up by name to read string annotations (`from __future__ import annotations`, "Node")
+    sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
     except Exception as e:
+        sys.modules.pop(name, None)
         raise EndstateError(f"{path}: failed to load: {type(e).__name__}: {e}") from e
     return module
 

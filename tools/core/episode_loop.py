@@ -97,7 +97,37 @@ def reactions_problem(user: dict[str, Any]) -> str | None:
             re.compile(r["when"])
         except re.error as e:
             return f"user.reactions[{i}].when {r['when']!r} is not a regular expression: {e}"
+        if _nested_repeat(re._parser.parse(r["when"]), False):
+            return (f"user.reactions[{i}].when {r['when']!r} repeats a group that itself repeats "
+                    "a variable number of times (`(a+)+`): on a message that almost matches, the "
+                    "search backtracks for hours and stalls every episode; make the outer repeat "
+                    "possessive (`(a+)++`) or the group atomic (`(?>a+)+`), or simplify it")
     return None
+
+
+def _nested_repeat(items: Any, inside: bool) -> bool:
+    """Whether a parsed pattern (re's own parser) repeats, without bound, something that itself
+    repeats a variable number of times: the shape of catastrophic backtracking. Possessive repeats
+    and atomic groups never backtrack into what they matched, so they start afresh."""
+    c = re._constants
+    for op, av in items:
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+            low, high, sub = av
+            if (inside and low != high) or _nested_repeat(sub, inside or high == c.MAXREPEAT):
+                return True
+        elif op is c.POSSESSIVE_REPEAT and _nested_repeat(av[2], False):
+            return True
+        elif op is c.ATOMIC_GROUP and _nested_repeat(av, False):
+            return True
+        elif op is c.SUBPATTERN and _nested_repeat(av[3], inside):
+            return True
+        elif op is c.BRANCH and any(_nested_repeat(b, inside) for b in av[1]):
+            return True
+        elif op in (c.ASSERT, c.ASSERT_NOT) and _nested_repeat(av[1], inside):
+            return True
+        elif op is c.GROUPREF_EXISTS and any(_nested_repeat(b, inside) for b in av[1:] if b):
+            return True
+    return False
 
 
 USER_SYSTEM = """You are a customer talking to a customer-service agent. Stay in character and

@@ -12,6 +12,7 @@ catch, so an internal exception fails them).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -197,7 +198,9 @@ def _from_text(value: str, kinds: list[str]) -> Any:
     if "integer" in kinds and re.fullmatch(r"-?\d{1,18}", text):  # int64 at most: a record holds it
         return int(text)
     if "number" in kinds and re.fullmatch(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text):
-        return float(text)
+        number = float(text)
+        if math.isfinite(number):  # "1e999" stays text: orjson would record inf as null
+            return number
     if "boolean" in kinds and text.lower() in ("true", "false"):
         return text.lower() == "true"
     for kind, expected in (("array", list), ("object", dict)):

@@ -78,13 +78,13 @@ def describe_where(where: dict[str, Any]) -> str:
 # -- what the agent said --------------------------------------------------------------------
 
 # A numeral standing alone: not part of a word or id ("W1042", "4th"), of a longer number ("14",
-# "4.5", "2024") or of a date, time, range or fraction ("2024-01-04", "10:30", "4-5", "3/4").
+# "4.5", "2024") or of a date, time, range or fraction ("2024-01-04", "10:30", "4-5", "4–5", "3/4").
 # Thousands are grouped by commas ("1,250.00"); a sign and a currency symbol may lead ("-$4").
 _NUMERAL = re.compile(r"""
-    (?<![\w.-]) (?<!\d[.,/:-])
+    (?<![\w.-]) (?<!\d[.,/:\u2013-])
     (?P<sign>[-\u2212])? [$\u20ac\u00a3]?
     (?P<digits>[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+) (?P<fraction>\.[0-9]+)?
-    (?!\w|[.,/:-][0-9])
+    (?!\w|[.,/:\u2013-][0-9])
 """, re.VERBOSE)
 
 

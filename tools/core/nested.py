@@ -21,6 +21,7 @@ The mapping:
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -32,6 +33,7 @@ from endstate.core.errors import EndstateError
 FORMAT = 1
 ROOT = "document"
 ABSENT = "_absent"
+INT64 = (-(2**63), 2**63 - 1)
 
 Path = tuple[str, ...]
 
@@ -141,12 +143,15 @@ def _emit(mapping: Mapping, t: TableMap, inherited: tuple, key: Any, item: Any, 
     _check_known(t, item, where)
     for leaf in t.leaves:
         v, present = get_path(item, leaf.path)
+        at = "/".join([where, *leaf.path])
         if not present:
             absent.append(leaf.name)
         elif v is not None and not _TYPE_OK[leaf.type](v):
-            raise MappingError(f"{where}/{'/'.join(leaf.path)}: expected {leaf.type}, got "
-                               f"{type(v).__name__} {v!r:.40}; the mapping stores {t.name}."
-                               f"{leaf.name} as {leaf.type}")
+            raise MappingError(f"{at}: expected {leaf.type}, got {type(v).__name__} {v!r:.40}; "
+                               f"the mapping stores {t.name}.{leaf.name} as {leaf.type}")
+        elif not _storable(v):
+            raise MappingError(f"{at}: {v!r:.40}: SQLite stores 64-bit integers and finite numbers "
+                               "only; write it as a string")
         values.append(None if v is None else orjson.dumps(v).decode() if leaf.type == "json"
                       else int(v) if leaf.type == "bool" else v)
     own = values[[leaf.name for leaf in t.leaves].index(t.key)] if t.key_is_field else key
@@ -171,6 +176,18 @@ def _emit(mapping: Mapping, t: TableMap, inherited: tuple, key: Any, item: Any, 
         absent_column = [orjson.dumps(absent).decode() if absent else None] if t.absent else []
         rows[t.name].append((*inherited, *([] if t.key_is_field else [key]), *values,
                              *absent_column))
+
+
+def _storable(v: Any) -> bool:
+    """Whether SQLite (and orjson, for JSON text) hold `v` exactly, at any depth: integers of 64
+    bits, finite numbers."""
+    if type(v) is int:
+        return INT64[0] <= v <= INT64[1]
+    if type(v) is float:
+        return math.isfinite(v)
+    if isinstance(v, (dict, list)):
+        return all(map(_storable, v.values() if isinstance(v, dict) else v))
+    return True
 
 
 def _check_known(t: TableMap, item: Any, where: str) -> None:

@@ -69,6 +69,9 @@ def _schema(annotation: Any, within: tuple[type, ...]) -> dict[str, Any]:
     if annotation in _JSON_TYPES:
         return {"type": _JSON_TYPES[annotation]}
     if origin is Literal:
+        if any(type(v) not in _JSON_TYPES for v in args):  # an Enum member, bytes
+            raise TypeError(f"unsupported tool argument type {annotation!r}: Literal values must be "
+                            "str, int, float, bool or None (an agent writes JSON)")
         kinds = list(dict.fromkeys(_JSON_TYPES[type(v)] for v in args))
         return {"type": kinds[0] if len(kinds) == 1 else kinds, "enum": list(args)}
     if origin in (list, tuple):

@@ -4,8 +4,10 @@ endstate.core.nested (a domain's seed.py uses them at run time)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
+from endstate.core.domain import LOG_PREFIX
 from endstate.core.nested import (
     ABSENT,
     ROOT,
@@ -21,6 +23,9 @@ from endstate.core.nested import (
 SQL_TYPES = {"text": "TEXT", "integer": "INTEGER", "real": "REAL", "bool": "INTEGER",
              "json": "TEXT"}
 _OBJECT_KEYS, _ARRAY_KEYS = ("id", "key", "_key"), ("position", "_position", "__position")
+RESERVED_PREFIXES = ("sqlite_", LOG_PREFIX)  # SQLite's own tables; endstate's change log
+MAX_DEPTH = 32  # tables within tables; tau2's documents nest 4
+MAX_COLUMNS = 2000  # SQLite's default SQLITE_MAX_COLUMN
 
 
 def _scalar_type(values: list[Any]) -> str:
@@ -61,9 +66,13 @@ def infer_mapping(document: Any) -> Mapping:
     tables: list[TableMap] = []
     _infer_table(ROOT, "", "", "root", [], [document], tables)
     names = [t.name for t in tables]
-    twice = sorted({n for n in names if names.count(n) > 1})
+    twice = _twice(names)
     if twice:
         raise MappingError(f"two containers map to table {twice[0]!r}; rename a field")
+    reserved = next((n for n in names if n.lower().startswith(RESERVED_PREFIXES)), None)
+    if reserved:
+        raise MappingError(f"field {reserved!r} would be a table named so, and SQLite and endstate "
+                           f"reserve names starting {' or '.join(RESERVED_PREFIXES)}; rename it")
     return Mapping(tables)
 
 
@@ -72,6 +81,9 @@ def _infer_table(name: str, entry: str, source: str, container: str,
                  out: list[TableMap]) -> None:
     """Add table `name` for `items` ((key, item) pairs; the root's one document) and its children.
     `inherited_from`: (the column's name here, the parent's key column) for each parent key."""
+    if len(inherited_from) > MAX_DEPTH:  # each level adds a key column to every table below
+        raise MappingError(f"{source}: containers nested more than {MAX_DEPTH} deep; store the "
+                           "deeper part as one JSON string")
     values = items if container == "root" else [v for _, v in items]
     leaves, children, containers = [], [], {}
     if values and not isinstance(values[0], dict):  # an array of scalars
@@ -79,24 +91,28 @@ def _infer_table(name: str, entry: str, source: str, container: str,
     else:
         _infer_fields(name, container, values, [], leaves, children, containers)
     names = [e.name for e in [*leaves, *children]]
-    clash = sorted({n for n in names if names.count(n) > 1} | ({ABSENT} & set(names)))
+    clash = _twice([*names, ABSENT])
     if clash:
         raise MappingError(f"{source or '/'}: two fields map to column {clash[0]!r} of table "
                            f"{name}; rename one")
-    leaf_names = {leaf.name for leaf in leaves}
-    inherited = []
+    taken = {_sql(leaf.name) for leaf in leaves} | {_sql(ABSENT)}
+    inherited: list[list[str]] = []
     for col, parent_col in inherited_from:
-        while col in leaf_names:
+        # a field of the row, or another parent key of that name (a__a: both `a_id`), has it
+        while _sql(col) in taken:
             col = "parent__" + col
+        taken.add(_sql(col))
         inherited.append([col, parent_col])
-    taken = leaf_names | {c for c, _ in inherited} | {ABSENT}
     key_field = _key_field(items, leaves) if container == "object" else None
-    key = key_field or next(c for c in (_ARRAY_KEYS if container != "object" else _OBJECT_KEYS)
-                            if c not in taken)
+    key = key_field or _free_key(_ARRAY_KEYS if container != "object" else _OBJECT_KEYS, taken)
     table = TableMap(name, source or "/", container, inherited, key, key_field is not None,
                      leaves, children)
     table.absent = any(get_path(v, entry.path)[1] is False for v in values if isinstance(v, dict)
                        for entry in [*leaves, *children])
+    if len(table.columns) > MAX_COLUMNS:
+        raise MappingError(f"{source or '/'}: table {name} would have {len(table.columns)} "
+                           f"columns, SQLite's limit is {MAX_COLUMNS}; store some fields as one "
+                           "JSON string")
     out.append(table)
     for child in children:
         # a child names its parent's key user_id as is, a made-up one as payments_position
@@ -106,6 +122,25 @@ def _infer_table(name: str, entry: str, source: str, container: str,
         pairs = [pair for c in present for pair in items_of(c, kind)]
         _infer_table(child.table, child.name, f"{source}{'' if container == 'root' else '/*'}/"
                      f"{'/'.join(child.path)}", kind, keys, pairs, out)
+
+
+def _sql(name: str) -> bytes:
+    """A name as SQLite compares identifiers: ASCII letters without case (`ID` is `id`)."""
+    return name.encode().lower()
+
+
+def _twice(names: list[str]) -> list[str]:
+    """The names SQLite would take for another of them, sorted."""
+    count = Counter(map(_sql, names))
+    return sorted(n for n in names if count[_sql(n)] > 1)
+
+
+def _free_key(names: tuple[str, ...], taken: set[bytes]) -> str:
+    """The first of `names` no column uses, else the last one with more leading underscores."""
+    free = next((n for n in names if _sql(n) not in taken), None)
+    while free is None or _sql(free) in taken:
+        free = "_" + (free or names[-1])
+    return free
 
 
 def _infer_fields(table: str, container: str, values: list[dict], prefix: list[str],
@@ -137,7 +172,8 @@ def _key_field(items: list[tuple[Any, Any]], leaves: list[Leaf]) -> str | None:
 
 def column_types(mapping: Mapping, t: TableMap) -> dict[str, str]:
     """SQL type of each column of `t`; an inherited key column has its parent's type."""
-    types = {c: column_types(mapping, mapping.parent[t.name])[p] for c, p in t.inherited}
+    parent = column_types(mapping, mapping.parent[t.name]) if t.inherited else {}  # once: deep
+    types = {c: parent[p] for c, p in t.inherited}  # nesting made this factorial
     if not t.key_is_field:
         types[t.key] = "TEXT" if t.container == "object" else "INTEGER"
     types.update({leaf.name: SQL_TYPES[leaf.type] for leaf in t.leaves})

@@ -19,6 +19,7 @@ saying why. Only failed table checks pay for this; the verdicts themselves are t
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -68,10 +69,20 @@ class Transcript:
     notes: list[str] = field(default_factory=list)
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # all but tab and newline
+
+
+def printable(text: str) -> str:
+    """Control characters as escapes (ESC as `\\x1b`): what a model wrote must not drive the
+    terminal it is read in (colours, cursor, window title, clipboard)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+
+
 def clip(text: str, max_chars: int) -> str:
+    """`text` cut after max_chars (0: never), its control characters shown (printable)."""
     if max_chars and len(text) > max_chars:
-        return text[:max_chars] + f" … [+{len(text) - max_chars:,} chars]"
-    return text
+        text = text[:max_chars] + f" … [+{len(text) - max_chars:,} chars]"
+    return printable(text)
 
 
 def signature(function: dict[str, Any]) -> str:
@@ -93,9 +104,9 @@ def turns_of(messages: list[dict[str, Any]], max_chars: int) -> list[Turn]:
         turns.append(Turn(
             role=m["role"], text=clip(text, max_chars), reasoning=clip(m.get("reasoning") or "", max_chars),
             calls=[clip(signature(c["function"]), max_chars) for c in m.get("tool_calls") or ()],
-            tool=m.get("name", "") if m["role"] == "tool" else "",
+            tool=printable(m.get("name", "")) if m["role"] == "tool" else "",
             error=m["role"] == "tool" and text.startswith('{"error"'),
-            parse_error=m.get("parse_error") or ""))
+            parse_error=printable(m.get("parse_error") or "")))
     return turns
 
 
@@ -106,7 +117,7 @@ def facts_of(episode: dict[str, Any]) -> list[str]:
              f"status {episode['status']}", f"termination {episode.get('termination')}"]
     if episode.get("error"):
         facts.append(f"error {episode['error']['kind']}: {episode['error']['message']}")
-    return facts
+    return [printable(fact) for fact in facts]
 
 
 # -- where each failed check goes ------------------------------------------------------------------
@@ -220,8 +231,9 @@ def transcript(episode: dict[str, Any], placer: Placer, max_chars: int) -> Trans
     graded = "checks" in episode and "reward" in episode
     title = f"{episode['task_id']} · attempt {episode['attempt']}"
     t = Transcript(title=title, facts=facts_of(episode), turns=turns_of(episode["messages"], max_chars),
-                   graded=graded, reward=episode.get("reward"), checks=episode.get("checks") or [])
-    if graded:
+                   graded=graded, reward=episode.get("reward"))
+    if graded:  # a plain episode's `checks`, if any, are no verdicts
+        t.checks = [{**c, "detail": printable(c["detail"])} for c in episode["checks"]]
         placer.place(episode, t)
     return t
 

@@ -14,7 +14,9 @@ a message history): those are skipped, each with its reason, never graded more l
 from __future__ import annotations
 
 import copy
+import json
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,22 +63,38 @@ class Skip(Exception):
     """A task that cannot be translated faithfully; the message says why."""
 
 
-def _load(path: Path) -> Any:
+def _load(path: Path, loads: Callable[[bytes], Any] = orjson.loads) -> Any:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise FileError(f"{path}: not found; a tau2 domain folder holds db.json (or db.toml), "
                          "tasks.json and policy.md") from None
     try:
-        return tomllib.loads(data.decode()) if path.suffix == ".toml" else orjson.loads(data)
-    except (orjson.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        if path.suffix == ".toml":  # read as the JSON it is written as: dates become ISO text
+            return json.loads(json.dumps(tomllib.loads(data.decode()), default=_iso))
+        return loads(data)
+    except ValueError as e:  # the decoders' errors, and UnicodeDecodeError, are ValueErrors
         raise InputError(f"{path}: not valid {path.suffix[1:].upper()}: {e}") from None
+    except RecursionError:
+        raise InputError(f"{path}: nested too deep to read") from None
+
+
+def _iso(value: Any) -> str:
+    return value.isoformat()  # TOML's dates and times: what orjson writes for them
+
+
+def _exact_json(data: bytes) -> Any:
+    """JSON as seed.py reads it (integers past 64 bits stay exact, to be refused by name), minus
+    NaN and Infinity, which are not JSON."""
+    def refuse(constant: str):
+        raise ValueError(f"{constant} is not a JSON number")
+    return json.loads(data, parse_constant=refuse)
 
 
 def read_source(folder: Path) -> Source:
     db_file = next((folder / n for n in ("db.json", "db.toml") if (folder / n).exists()),
                    folder / "db.json")
-    document = _load(db_file)
+    document = _load(db_file, _exact_json)
     if not isinstance(document, dict):
         raise InputError(f"{db_file}: the database must be a JSON object (collections by name), "
                          f"not a {type(document).__name__}")
@@ -88,7 +106,8 @@ def read_source(folder: Path) -> Source:
     policy_file = next((folder / n for n in ("policy.md", "main_policy.md")
                         if (folder / n).exists()), None)
     if policy_file is None:
-        raise InputError(f"{folder / 'policy.md'}: not found; the agent's policy is required")
+        raise FileError(f"{folder / 'policy.md'}: not found (nor main_policy.md); the agent's "
+                        "policy is required")
     return Source(folder, db_file, document, tasks_file, tasks, policy_file.read_text(),
                   _splits(folder / "split_tasks.json"))
 
@@ -175,9 +194,17 @@ def _basis(criteria: dict, where: str) -> list[str]:
     return basis
 
 
-def _untranslatable(raw: dict, actions: list[dict], basis: list[str], criteria: dict) -> None:
-    state = raw.get("initial_state") or {}
-    data = state.get("initialization_data") or {}
+def _initial_state(raw: dict, where: str) -> tuple[dict, dict]:
+    """(initial_state, its initialization_data), checked down to agent_data; {} when absent."""
+    state = _get(raw, "initial_state", dict, where, required=False) or {}
+    data = _get(state, "initialization_data", dict, where, "initial_state", required=False) or {}
+    _get(data, "agent_data", dict, where, "initial_state.initialization_data", required=False)
+    return state, data
+
+
+def _untranslatable(raw: dict, actions: list[dict], basis: list[str], criteria: dict,
+                    where: str) -> None:
+    state, data = _initial_state(raw, where)
     if state.get("initialization_actions"):
         raise Skip("initial_state.initialization_actions: setup calls on tau2's environment; "
                    "endstate sets a task up with rows (init): write them as the task's init")
@@ -257,7 +284,7 @@ class Converter:
                              f"translates {', '.join(sorted(CRITERIA_KEYS))} and never drops a "
                              "criterion")
         actions, basis = _actions(criteria, where), _basis(criteria, where)
-        _untranslatable(raw, actions, basis, criteria)
+        _untranslatable(raw, actions, basis, criteria, where)
         checks = _checks(criteria, actions, basis, where)
         if not checks:
             raise Skip(f"reward_basis {basis} leaves nothing to check in this task")

@@ -21,6 +21,7 @@ WRITE_PREFIXES = (
     "reschedule_", "reserve_", "reset_", "resume_", "return_", "schedule_", "send_", "set_",
     "submit_", "suspend_", "toggle_", "transfer_funds", "unblock_", "unlock_", "update_",
     "upgrade_")
+HEADER_NAMES = ("Db", "ToolError", "tool", "NOW", "NOT_WRITTEN")  # what TOOLS_HEADER binds
 _SCALARS = {bool: "bool", int: "int", float: "float", str: "str", dict: "dict"}
 
 
@@ -43,8 +44,9 @@ def _merge(names: set[str]) -> str | None:
 
 
 def signature(tool: str, calls: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
-    """(argument, annotation, example) for each argument the gold calls pass, in first-seen order;
-    an argument some call leaves out or passes as null becomes `X | None = None`."""
+    """(argument, annotation, example) for each argument the gold calls pass, the required ones
+    first, in first-seen order; an argument some call leaves out or passes as null becomes
+    `X | None = None`."""
     names = list(dict.fromkeys(k for args in calls for k in args))
     params = []
     for name in names:
@@ -57,12 +59,13 @@ def signature(tool: str, calls: list[dict[str, Any]]) -> list[tuple[str, str, An
         if None in values or any(name not in args for args in calls):
             annotation += " | None = None"
         params.append((name, annotation, example))
-    return params
+    # Python wants the optional ones last; the agent passes arguments by name, so order is free
+    return sorted(params, key=lambda p: p[1].endswith("= None"))
 
 
 def _stub(tool: str, calls: list[dict[str, Any]]) -> str:
     params = signature(tool, calls)
-    handle = "database" if any(p == "db" for p, _, _ in params) else "db"
+    handle = next(h for h in ("db", "database", "_db", "__db") if all(p != h for p, _, _ in params))
     args = "".join(f", {p}: {a}" for p, a, _ in params)
     mark = ("@tool(writes=True)  # guessed from the name; @tool if it only reads"
             if tool.startswith(WRITE_PREFIXES) else "@tool  # guessed from the name; "
@@ -86,6 +89,9 @@ def tools_source(domain: str, calls: dict[str, list[dict[str, Any]]]) -> str:
     for name in calls:
         if not name.isidentifier() or keyword.iskeyword(name):
             raise InputError(f"tool name {name!r} is not a Python name; rename it in tasks.json")
+        if name in HEADER_NAMES:
+            raise InputError(f"tool name {name!r} would replace the name {name} that tools.py "
+                             "imports or defines; rename the tool in tasks.json")
     stubs = "\n\n\n".join(_stub(name, args) for name, args in calls.items())
     return TOOLS_HEADER.format(domain=domain) + stubs + "\n"
 

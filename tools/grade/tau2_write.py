@@ -12,7 +12,7 @@ import orjson
 
 from endstate.core.domain import Domain
 from endstate.core.errors import EndstateError, InputError
-from endstate.core.nested import MappingError
+from endstate.core.nested import MappingError, document_rows
 from endstate.grade.nested_tables import create_statements, infer_mapping
 from endstate.grade.tau2_import import Converted, Converter, Source
 from endstate.grade.tau2_stubs import CHECKS_SOURCE, SEED_SOURCE, tools_source
@@ -49,6 +49,7 @@ def write_domain(source: Source, out: Path, force: bool = False) -> Written:
                             "imported files (an existing tools.py and checks.py are kept)")
     try:
         mapping = infer_mapping(source.document)
+        document_rows(source.document, mapping)  # values SQLite cannot hold, before writing a file
     except MappingError as e:
         raise InputError(f"{source.db_file}: {e.message}") from None
     converted = Converter(source, domain, mapping).convert()
