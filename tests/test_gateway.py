@@ -44,8 +44,20 @@ def tasks_of(path) -> list[dict]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines()]
 
 
+@pytest.fixture(autouse=True)
+def no_gateway_outlives_its_test():
+    yield
+    for gateway in Gateway.started:  # a failed assertion skips wait(): kill what is left
+        if gateway.proc.poll() is None:
+            gateway.proc.kill()
+            gateway.proc.wait()
+    Gateway.started.clear()
+
+
 class Gateway:
     """The gateway as a subprocess; its URL read from the line it prints when it listens."""
+
+    started: list["Gateway"] = []
 
     def __init__(self, tmp_path, task_file, out, *args: str, token: str = TOKEN):
         self.log = tmp_path / f"gateway-{time.monotonic_ns()}.log"
@@ -54,6 +66,7 @@ class Gateway:
                 [str(BIN / "rollout"), "serve-mcp", "--http", "127.0.0.1:0", str(task_file),
                  "--out", str(out), *args], stderr=err, stdout=subprocess.DEVNULL,
                 env={**os.environ, "ENDSTATE_MCP_TOKEN": token})
+        Gateway.started.append(self)
         deadline = time.monotonic() + 30
         while "serving MCP at " not in self.stderr():
             assert self.proc.poll() is None, f"the gateway exited: {self.stderr()}"
