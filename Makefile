@@ -11,12 +11,14 @@ DEMO_TASKS ?= 6
 DEMO_REPEATS ?= 4
 DEMO_STEPS ?= 2
 DEMO_EVAL_TASKS ?= 4
+LEARN_SEEDS ?= 0 1
+LEARN_OUT ?= out/demo-learn
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo test bench compat lint vllm-setup vllm-check
+.PHONY: help setup demo demo-learn test bench compat lint vllm-setup vllm-check
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-8s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-11s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 setup: $(VENV)/.installed ## create .venv, install endstate editable with its extras, convert the embedded model once
 	$(PY) -m endstate.core.local_model
@@ -35,6 +37,9 @@ $(VENV)/.installed: pyproject.toml
 demo: setup ## the main job on CPU: probe, bucket, grpo, evaluate before/after (sizes: DEMO_TASKS=...)
 	DEMO_OUT=$(DEMO_OUT) DEMO_TASKS=$(DEMO_TASKS) DEMO_REPEATS=$(DEMO_REPEATS) \
 	  DEMO_STEPS=$(DEMO_STEPS) DEMO_EVAL_TASKS=$(DEMO_EVAL_TASKS) scripts/demo.sh
+
+demo-learn: setup ## GRPO on easy retail tasks, then base vs trained on held-out instances, two seeds (~75 min on 2 cores)
+	LEARN_SEEDS="$(LEARN_SEEDS)" LEARN_OUT=$(LEARN_OUT) scripts/demo_learn.sh
 
 test: setup ## run the test suite (no GPU, no network)
 	$(PY) -m pytest -q -n 2

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# make demo-learn: does GRPO make the embedded SmolLM2-135M better on tasks it never trained on?
+#
+#   split the easiest retail templates by instance (template-stratified): train / held out
+#   -> probe the held-out split with the base policy (once; it does not depend on the seed)
+#   -> for each training seed: GRPO on the train split, probe the held-out split with the trained
+#      policy, evalstats compare (Δpass@1, P(new better))
+#   -> the hand-written bench slice, base and trained, reported separately as transfer.
+#
+# Sizes and seeds come from the environment (make demo-learn LEARN_SEEDS="0 1 2" ...); every file
+# lands in $LEARN_OUT. Each stage resumes, so rerunning after an interruption skips finished work.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${LEARN_OUT:-out/demo-learn}
+SEEDS=${LEARN_SEEDS:-0 1}
+HOLDOUT_EVERY=${LEARN_HOLDOUT_EVERY:-3}  # instances 1, 4, 7, ... of each template are held out
+REPEATS=${LEARN_REPEATS:-8}              # attempts per held-out task, base and trained
+STEPS=${LEARN_STEPS:-10}
+BATCH=${LEARN_BATCH:-4}                  # tasks per GRPO step
+GROUP=${LEARN_GROUP:-4}                  # rollouts per task
+LR=${LEARN_LR:-2e-5}
+BENCH_TASKS=${LEARN_BENCH_TASKS:-8}
+BENCH_REPEATS=${LEARN_BENCH_REPEATS:-4}
+BIN=${LEARN_BIN:-.venv/bin}
+# Short episodes: a 135M model that has not solved a task in 4 agent turns will not in 30.
+EPISODE=(--max-new-tokens 64 --max-turns 4 --temperature 0.7)
+mkdir -p "$OUT"
+started=$(date +%s)
+stage() { printf '\n== [%4ss] %s\n' "$(( $(date +%s) - started ))" "$*" >&2; }
+
+stage "split: easy retail templates, every ${HOLDOUT_EVERY}rd instance held out"
+$BIN/grade tasks --split train --domain retail --tag 'template:quick-*' --tag 'template:cancel-order' \
+  --full > "$OUT/easy.jsonl"
+# Stratified by template: instance n of every template is held out when n % HOLDOUT_EVERY == 1,
+# so both splits span every template and no held-out task is ever trained on.
+held='(.id | capture("-(?<n>[0-9]+)$").n | tonumber) % $k == 1'
+jq -c --argjson k "$HOLDOUT_EVERY" "select($held)" "$OUT/easy.jsonl" > "$OUT/heldout.jsonl"
+jq -c --argjson k "$HOLDOUT_EVERY" "select($held | not)" "$OUT/easy.jsonl" > "$OUT/train.jsonl"
+$BIN/grade tasks --split bench --domain retail --full > "$OUT/bench_all.jsonl"
+awk -v n="$BENCH_TASKS" -v t="$(wc -l < "$OUT/bench_all.jsonl")" \
+  'BEGIN { step = t / n } NR - 1 >= next_at && taken < n { print; taken++; next_at += step }' \
+  "$OUT/bench_all.jsonl" > "$OUT/bench.jsonl"
+echo "train $(wc -l < "$OUT/train.jsonl") tasks, held out $(wc -l < "$OUT/heldout.jsonl"), bench $(wc -l < "$OUT/bench.jsonl")" >&2
+
+evaluate() {  # MODEL TASKS REPEATS OUTFILE (attempts; episodes go beside it)
+  touch "$4"
+  $BIN/probe "$2" -n "$3" "${EPISODE[@]}" --seed 0 --model "$1" \
+    --episodes "${4%.jsonl}_episodes.jsonl" --resume "$4" >> "$4"
+}
+
+stage "base policy: held-out split ($(wc -l < "$OUT/heldout.jsonl") tasks x $REPEATS), bench ($BENCH_TASKS x $BENCH_REPEATS)"
+evaluate embedded "$OUT/heldout.jsonl" "$REPEATS" "$OUT/heldout_base.jsonl"
+evaluate embedded "$OUT/bench.jsonl" "$BENCH_REPEATS" "$OUT/bench_base.jsonl"
+
+for seed in $SEEDS; do
+  run="$OUT/seed-$seed"
+  stage "seed $seed: grpo, $STEPS steps of $BATCH tasks x $GROUP rollouts, lr $LR"
+  resume=()
+  [ -d "$run/grpo/checkpoints" ] && resume=(--resume)
+  $BIN/grpo train --pool "$OUT/train.jsonl" --model embedded --out "$run/grpo" --steps "$STEPS" \
+    --batch-tasks "$BATCH" --group-size "$GROUP" --max-rounds 2 --micro-batch 1 --lr "$LR" \
+    --save-freq "$STEPS" --seed "$seed" "${EPISODE[@]}" --plot "$run/training.png" "${resume[@]}"
+  trained=$(ls -d "$run"/grpo/checkpoints/step-* | sort -V | tail -1)/hf
+
+  stage "seed $seed: trained policy on the held-out split and the bench slice"
+  evaluate "$trained" "$OUT/heldout.jsonl" "$REPEATS" "$run/heldout_trained.jsonl"
+  evaluate "$trained" "$OUT/bench.jsonl" "$BENCH_REPEATS" "$run/bench_trained.jsonl"
+  $BIN/evalstats compare --plot "$run/heldout_compare.png" "$OUT/heldout_base.jsonl" \
+    "$run/heldout_trained.jsonl" > "$run/heldout_compare.json"
+  for split in heldout bench; do
+    $BIN/evalstats compare --format table "$OUT/${split}_base.jsonl" "$run/${split}_trained.jsonl" \
+      > "$run/${split}_compare.txt"
+  done
+done
+
+stage "done: base -> trained, per seed (tables in $OUT/seed-*/)"
+for seed in $SEEDS; do
+  printf '\nseed %s, held out (unseen instances of the trained templates):\n' "$seed"
+  cat "$OUT/seed-$seed/heldout_compare.txt"
+  printf 'seed %s, bench slice (hand-written tasks: transfer):\n' "$seed"
+  cat "$OUT/seed-$seed/bench_compare.txt"
+done
