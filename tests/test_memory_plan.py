@@ -60,9 +60,11 @@ def test_activation_estimate_against_what_autograd_keeps(tiny_model, checkpointi
     import torch
     from transformers import AutoModelForCausalLM
 
+    from endstate.grpo.engine import enable_activation_checkpointing
+
     model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
     if checkpointing:
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        enable_activation_checkpointing(model)
     model.train()
     measured = kept_for_backward(model, torch.randint(4, 16, (2, 256)))
     planned = activation_bytes(read_model_config(str(tiny_model), None),
