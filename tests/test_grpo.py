@@ -246,6 +246,19 @@ def test_yaml_with_an_unknown_key_is_refused(tmp_path):
         resolve(str(y), {})
 
 
+def dry_run_refusing(tmp_path, line: str):
+    """(config path, output) of `grpo train --dry-run` on a config with `line` added; it must be a
+    usage error (exit 2) without a traceback."""
+    from endstate.grpo.cli import cli
+
+    y = tmp_path / "c.yaml"
+    y.write_text(f"pool: {ROOT / 'tasks/train/retail.jsonl'}\n{line}\n")
+    result = CliRunner().invoke(cli, ["train", "--config", str(y), "--out", str(tmp_path / "r"), "--dry-run"])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    return y, result.output
+
+
 @pytest.mark.parametrize("line, expected", [
     ("temperature: -3", "temperature: -3.0 is not in the range x>=0"),
     ("top_p: 7", "top_p: 7.0 is not in the range 0<x<=1"),
@@ -254,13 +267,8 @@ def test_yaml_with_an_unknown_key_is_refused(tmp_path):
     ("lr: -1.0e-5", "lr -1e-05: a learning rate is a positive number"),
 ])
 def test_yaml_values_meet_the_ranges_of_their_flags(tmp_path, line, expected):
-    from endstate.grpo.cli import cli
-
-    y = tmp_path / "c.yaml"
-    y.write_text(f"pool: {ROOT / 'tasks/train/retail.jsonl'}\n{line}\n")
-    result = CliRunner().invoke(cli, ["train", "--config", str(y), "--out", str(tmp_path / "r"), "--dry-run"])
-    assert result.exit_code == 2, result.output
-    assert expected in result.output and "Traceback" not in result.output
+    _, output = dry_run_refusing(tmp_path, line)
+    assert expected in output
 
 
 @pytest.mark.parametrize("line, expected", [
@@ -272,13 +280,8 @@ def test_yaml_values_meet_the_ranges_of_their_flags(tmp_path, line, expected):
     ("keep: 5", "keep: expected a list of strings"),
 ])
 def test_yaml_with_a_wrongly_typed_value_is_a_usage_error(tmp_path, line, expected):
-    from endstate.grpo.cli import cli
-
-    y = tmp_path / "c.yaml"
-    y.write_text(f"pool: {ROOT / 'tasks/train/retail.jsonl'}\n{line}\n")
-    result = CliRunner().invoke(cli, ["train", "--config", str(y), "--out", str(tmp_path / "r"), "--dry-run"])
-    assert result.exit_code == 2, result.output
-    assert f"{y}: {expected}" in result.output and "Traceback" not in result.output
+    y, output = dry_run_refusing(tmp_path, line)
+    assert f"{y}: {expected}" in output
 
 
 def test_yaml_ints_are_numbers_and_null_is_an_optional_value(tmp_path):

@@ -11,15 +11,11 @@
 # ruff: noqa: F811 - the grpo_fixtures fixtures are imported, then requested by name
 
 import json
-import os
-import signal
-import subprocess
 import sys
 
 import orjson
-import pytest
 import torch
-from grpo_fixtures import buttons, tiny_model  # noqa: F401 - pytest fixtures
+from grpo_fixtures import buttons, launcher_env, run_to_the_end, tiny_model  # noqa: F401 - buttons, tiny_model: pytest fixtures
 
 from endstate.grpo.config import TrainConfig
 
@@ -44,17 +40,7 @@ def test_zero3_local_engine_on_two_ranks_finishes(tmp_path, tiny_model, buttons)
             "--batch-tasks", "1", "--group-size", "8", "--max-rounds", "4", "--max-new-tokens", "3",
             "--max-context", "512", "--no-few-shot", "--micro-batch", "1", "--gpus-per-node", "2",
             "--temperature", "1.5", "--quiet"]
-    launch = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")  # an in-process test's
-    env = {**{k: v for k, v in os.environ.items() if k not in launch}, "OMP_NUM_THREADS": "1"}
-    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                          start_new_session=True) as launcher:
-        try:
-            _, stderr = launcher.communicate(timeout=240)
-        except subprocess.TimeoutExpired:
-            os.killpg(launcher.pid, signal.SIGKILL)  # torchrun and both ranks
-            _, stderr = launcher.communicate()
-            pytest.fail(f"2-rank ZeRO-3 run did not finish in 240 s (deadlock?):\n{stderr[-3000:]}")
-    assert launcher.returncode == 0, stderr[-3000:]
+    run_to_the_end(args, timeout=240, what="the 2-rank ZeRO-3 run (deadlock?)", env=launcher_env())
     rows = [orjson.loads(x) for x in (out / "metrics.jsonl").read_bytes().splitlines()]
     assert [m["step"] for m in rows] == [1] and rows[0]["groups"] == 1 and not rows[0]["skipped"], rows
     assert (out / "checkpoints/step-000001/hf/model.safetensors").exists()

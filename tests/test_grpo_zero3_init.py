@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from grpo_fixtures import tiny_model  # noqa: F401 - a pytest fixture
+from grpo_fixtures import launcher_env, run_to_the_end, tiny_model  # noqa: F401 - tiny_model: a pytest fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 LR = 1e-3
@@ -117,18 +115,8 @@ def zero3_config(path: Path) -> Path:
 def launch(out: Path, model_dir: Path, ds_path: Path) -> None:
     args = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
             __file__, str(out), str(model_dir), str(ds_path)]
-    launcher_env = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")  # an in-process test's
-    env = {**{k: v for k, v in os.environ.items() if k not in launcher_env}, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
-    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                          start_new_session=True) as launcher:
-        try:
-            _, stderr = launcher.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            os.killpg(launcher.pid, signal.SIGKILL)  # torchrun and both ranks
-            _, stderr = launcher.communicate()
-            pytest.fail(f"the 2-rank ZeRO-3 step did not finish in 300 s (ranks out of step?):\n{stderr[-3000:]}")
-    assert launcher.returncode == 0, stderr[-4000:]
+    env = launcher_env(PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
+    run_to_the_end(args, timeout=300, what="the 2-rank ZeRO-3 step (ranks out of step?)", env=env)
 
 
 def plain_step(model_dir: Path):

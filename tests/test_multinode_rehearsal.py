@@ -14,15 +14,13 @@ Slow (two launches of four ranks on 2 cores): `make test-slow`, or ENDSTATE_SLOW
 from __future__ import annotations
 
 import os
-import signal
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import orjson
 import pytest
-from grpo_fixtures import buttons, tiny_model  # noqa: F401 - pytest fixtures
+from grpo_fixtures import buttons, run_to_the_end, tiny_model  # noqa: F401 - buttons, tiny_model: pytest fixtures
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "slurm" / "grpo.sbatch"
@@ -89,17 +87,8 @@ def submit(env: dict[str, str], config: Path, steps: int, buttons: dict) -> str:
                       f"group_size: {GROUP_SIZE}\nmax_rounds: 3\nmax_new_tokens: 3\nmax_context: 512\n"
                       "few_shot: false\nmicro_batch: 1\nlr: 2.0e-2\ntemperature: 1.5\nsave_freq: 1\n"
                       "seed: 3\njobs: 8\n")
-    with subprocess.Popen(["bash", str(SCRIPT)], cwd=ROOT, env={**env, "CONFIG": str(config)},
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True) as job:
-        try:
-            _, stderr = job.communicate(timeout=420)
-        except subprocess.TimeoutExpired:
-            os.killpg(job.pid, signal.SIGKILL)  # srun, both torchruns and their ranks
-            _, stderr = job.communicate()
-            pytest.fail(f"the 2-node rehearsal did not finish in 420 s:\n{stderr[-4000:]}")
-    assert job.returncode == 0, stderr[-4000:]
-    return stderr
+    return run_to_the_end(["bash", str(SCRIPT)], timeout=420, what="the 2-node rehearsal",
+                          cwd=ROOT, env={**env, "CONFIG": str(config)})
 
 
 def test_two_nodes_of_two_ranks_train_checkpoint_and_resume(tmp_path, tiny_model, buttons):
