@@ -19,10 +19,11 @@ from test_sandbox import make_domain
 from endstate.core import schemas
 from endstate.core.domain import Domains
 from endstate.core.episode import replay
-from endstate.core.errors import ConfigurationError, EndstateError
+from endstate.core.errors import ConfigurationError, EndstateError, InputError
 from endstate.core.grader import Grader
 from endstate.core.judge import Judge, JudgeError
 from endstate.core.records import checked_line
+from endstate.core.tasks import done_keys
 
 RETAIL = ROOT / "tasks" / "bench" / "retail.jsonl"
 
@@ -251,6 +252,16 @@ def test_resume_appending_to_its_own_file_repairs_the_last_line(tmp_path, tail):
     rows = records(attempts.read_bytes())  # every line parses
     keys = [(a["task_id"], a["attempt"]) for a in rows]
     assert sorted(keys) == sorted({(t["id"], a) for t in tasks for a in range(2)})  # none lost, none twice
+
+
+def test_a_garbage_line_inside_a_resume_file_is_a_bad_record_naming_its_line(tmp_path):
+    # Only the last line may be cut (a killed run); garbage before it is not this tool's output.
+    resume = tmp_path / "attempts.jsonl"
+    resume.write_bytes(b'{"task_id": "a", "attempt": 0, "status": "ok"}\nnot json\n'
+                       b'{"task_id": "a", "attempt": 1, "status": "ok"}\n')
+    with pytest.raises(InputError, match=f"{resume}:2: not a record") as e:
+        done_keys(str(resume))
+    assert e.value.exit_code == 4
 
 
 # -- class 7: preconditions before the first episode ----------------------------------------------

@@ -158,3 +158,6 @@ def test_serve_mcp_needs_one_task_over_stdio(tmp_path):
     done = run_tool("rollout", "serve-mcp", str(TASKS), "--task", TASK_ID, "-n", "4",
                     "--out", str(tmp_path / "x.jsonl"))
     assert done.returncode == 2 and "--repeats only with --http" in done.stderr
+    done = run_tool("rollout", "serve-mcp", str(TASKS), "--task", TASK_ID, "--out", "-", cwd=tmp_path)
+    assert done.returncode == 2 and "--out: takes a file, not stdout" in done.stderr
+    assert not (tmp_path / "-").exists()

@@ -5,7 +5,7 @@ import io
 import msgspec
 import orjson
 import pytest
-from conftest import ROOT, run_tool
+from conftest import BIN, ROOT
 
 from endstate.core.errors import ExitCode, FileError, InputError
 from endstate.core.records import SkipLog, read_jsonl, write_jsonl
@@ -70,12 +70,36 @@ def test_head_closing_the_pipe_is_not_an_error():
     """SIGPIPE is restored: `grade validate | head -1` ends quietly."""
     import subprocess
 
-    grade = run_tool.__globals__["BIN"] / "grade"
+    grade = BIN / "grade"
     p = subprocess.run(f"'{grade}' validate | head -1", shell=True, capture_output=True, text=True,
                        cwd=ROOT)
     assert p.returncode == 0
     assert orjson.loads(p.stdout)["sound"] is True
     assert "BrokenPipe" not in p.stderr and "Traceback" not in p.stderr
+
+
+def test_ctrl_c_exits_130_not_1_which_means_no():
+    """Ctrl-C is 128 + SIGINT, as a shell reports it; click's own "Aborted!" would exit 1."""
+    import array
+    import fcntl
+    import signal
+    import subprocess
+    import termios
+    import time
+
+    evalstats = subprocess.Popen([str(BIN / "evalstats"), "-"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    evalstats.stdin.write(orjson.dumps(ATTEMPT).decode() + "\n")
+    evalstats.stdin.flush()  # stdin stays open: it reads on, inside the command
+    unread = array.array("i", [1])
+    deadline = time.monotonic() + 120
+    while unread[0] and time.monotonic() < deadline:  # until the command has taken the record
+        time.sleep(0.05)
+        fcntl.ioctl(evalstats.stdin.fileno(), termios.FIONREAD, unread)
+    evalstats.send_signal(signal.SIGINT)
+    out, err = evalstats.communicate(timeout=60)
+    assert evalstats.returncode == ExitCode.INTERRUPTED == 130
+    assert out == "" and err.strip() == "interrupted"
 
 
 def test_an_episode_is_built_in_one_place_and_checked_against_its_schema():

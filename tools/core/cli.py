@@ -14,7 +14,7 @@ import click
 
 from endstate import __version__
 from endstate.core import stdio
-from endstate.core.errors import EXIT_CODES_HELP, ExitCode
+from endstate.core.errors import EXIT_CODES_HELP, EndstateError, ExitCode
 
 DOMAINS_ENV = "ENDSTATE_DOMAINS"
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EPIPE, errno.EIO, errno.EFBIG}
@@ -59,7 +59,10 @@ def _reserve_stdout_when_run(command: click.Command) -> None:
     @functools.wraps(callback)
     def reserved(*args, **kwargs):
         stdio.reserve_stdout()
-        return callback(*args, **kwargs)
+        try:
+            return callback(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise EndstateError("interrupted", ExitCode.INTERRUPTED) from None
 
     command.callback = reserved
 

@@ -16,7 +16,7 @@ import click
 import orjson
 
 from endstate.core.domain import Domains
-from endstate.core.errors import EndstateError
+from endstate.core.errors import EndstateError, InputError
 from endstate.core.records import Loc, SkipLog, fail, read_jsonl
 
 
@@ -62,8 +62,8 @@ def done_keys(path: str | None, out: IO[bytes] | None = None) -> set[tuple[str, 
             if n == len(lines):  # killed mid-write: the last line is cut off, and not counted
                 click.echo(f"{path}:{n}: ignoring a partial last line", err=True)
                 continue
-            raise EndstateError(f"{path}:{n}: not a record with task_id and attempt; "
-                                "--resume takes this tool's own output") from None
+            raise InputError(f"{path}:{n}: not a record with task_id and attempt; "
+                             "--resume takes this tool's own output") from None
     if lines[-1].strip() and out is not None and _same_file(out, path):
         if _is_record(lines[-1]):
             out.write(b"\n")

@@ -110,6 +110,10 @@ def serve_mcp(task_files, out_file, address, repeats, resume, shard, token, sess
 def _check_mode(address: str | None) -> None:
     """Flags of the other mode are a usage error, not silently ignored."""
     ctx = click.get_current_context()
+    if ctx.params["out_file"] == "-":  # else click makes a file named "-"
+        raise click.BadParameter("takes a file, not stdout: stdio's stdout is the MCP channel, and "
+                                 "the gateway fsyncs and --resumes its file; follow it with "
+                                 "`tail -f FILE`", param_hint="--out")
     given = [f"--{name.replace('_', '-')}" for name in (HTTP_ONLY if not address else ("attempt",))
              if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
     if given:
