@@ -7,6 +7,7 @@ loses and duplicates nothing; a vanished client's session is written when it tim
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import time
@@ -59,13 +60,13 @@ class Gateway:
 
     started: list["Gateway"] = []
 
-    def __init__(self, tmp_path, task_file, out, *args: str, token: str = TOKEN):
+    def __init__(self, tmp_path, task_file, out, *args: str, token: str = TOKEN, preexec_fn=None):
         self.log = tmp_path / f"gateway-{time.monotonic_ns()}.log"
         with open(self.log, "wb") as err:
             self.proc = subprocess.Popen(
                 [str(BIN / "rollout"), "serve-mcp", "--http", "127.0.0.1:0", str(task_file),
                  "--out", str(out), *args], stderr=err, stdout=subprocess.DEVNULL,
-                env={**os.environ, "ENDSTATE_MCP_TOKEN": token})
+                env={**os.environ, "ENDSTATE_MCP_TOKEN": token}, preexec_fn=preexec_fn)
         Gateway.started.append(self)
         deadline = time.monotonic() + 30
         while "serving MCP at " not in self.stderr():
@@ -276,6 +277,25 @@ def test_sigterm_stops_the_gateway_saying_which_sessions_were_not_written(tmp_pa
     assert "1 session(s) were open when the gateway stopped" in gateway.stderr()
     assert "Traceback" not in gateway.stderr() and len(out.read_bytes().splitlines()) == 1
 
+
+def test_an_episode_that_cannot_be_written_is_not_answered_as_ended(tmp_path, task_file):
+    """A full disk, made by a file-size limit (RLIMIT_FSIZE) below the size --out already has: the
+    append fails with EFBIG. The client's DELETE gets 500 with the reason, not success, and the
+    gateway exits 5 (I/O error)."""
+    out = tmp_path / "episodes.jsonl"
+    out.write_bytes(orjson.dumps({"task_id": "other-task", "attempt": 0, "status": "ok",
+                                  "padding": "x" * 8192}) + b"\n")
+    full_past_4k = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # noqa: E731
+    gateway = Gateway(tmp_path, task_file, out, "--resume", preexec_fn=full_past_4k)
+    session = open_raw_session(gateway.url)
+    request = urllib.request.Request(gateway.url, method="DELETE", headers={
+        "mcp-session-id": session, "Authorization": f"Bearer {TOKEN}"})
+    with pytest.raises(urllib.error.HTTPError) as answer:
+        urllib.request.urlopen(request, timeout=30)
+    assert answer.value.code == 500
+    assert "episode could not be written" in orjson.loads(answer.value.read())["error"]["message"]
+    assert gateway.wait() == 5, gateway.stderr()
+    assert "File too large" in gateway.stderr() and "Traceback" not in gateway.stderr()
 
 @pytest.mark.parametrize("flags, message", [
     (["--http", "8765"], "--http 8765: give HOST:PORT, e.g. 127.0.0.1:8765"),  # not every interface

@@ -51,6 +51,7 @@ class _Open:
     episode: SandboxSession
     established: bool = False  # the client got its session id (the opening request succeeded)
     written: anyio.Event = field(default_factory=anyio.Event)
+    write_failed: bool = False  # the DELETE then answers 500, not success
 
 
 class Gateway:
@@ -151,6 +152,9 @@ class Gateway:
         await entry.transport.handle_request(scope, receive, hold)
         if entry.transport.is_terminated:
             await entry.written.wait()
+            if entry.write_failed:
+                return await _error(scope, receive, send, 500, f"this session's episode could not be "
+                                    f"written ({self.failure}); the gateway stops")
         for message in held:
             await send(message)
 
@@ -192,7 +196,7 @@ class Gateway:
                 await anyio.to_thread.run_sync(self.log.append, record)
                 self._written(record)
         except Exception as e:  # noqa: BLE001 - a full disk, an unwritable record: the gateway stops
-            self.failure = self.failure or e
+            self.failure, entry.write_failed = self.failure or e, True
             self.finished.set()
         finally:
             entry.episode.close()
