@@ -161,6 +161,13 @@ def bad_params(conn, messages, wanted):
     return True
 
 not_a_function = 3
+
+def loops(conn, messages):
+    while True:
+        try:
+            conn.execute("SELECT 1")
+        except Exception:  # swallows what it can: the budget must still end it
+            pass
 '''
 
 TOOLS_EXTRA = '''
@@ -219,6 +226,21 @@ def test_nothing_a_tool_or_a_check_does_outlives_its_episode(shop):
     after = shop_task({"kind": "row", "table": "items", "where": {"id": "I2"}, "expect": {"qty": 1000}})
     assert grader.grade(replay(domain, after, []), after)["reward"] == 0  # the commit did not persist
 
+
+def test_a_python_check_that_never_ends_is_a_task_defect(shop, monkeypatch):
+    import sys
+
+    from endstate.core import checks
+
+    monkeypatch.setattr(checks, "PYTHON_LINES", 100_000)  # 20M in production: ~3 s traced
+    task = shop_task({"kind": "python", "name": "loops"}, QTY_IS_5)
+    tracer = sys.gettrace()
+    graded = Grader(shop).grade(replay(shop["shop"], task, task["gold"]), task)
+    assert (graded["status"], graded["reward"], graded["error"]["kind"]) == ("system_error", None, "task")
+    assert "check 0:python: loops ran past 100,000 Python lines" in graded["error"]["message"]
+    assert sys.gettrace() is tracer  # a debugger's or coverage's tracer is back
+    task = shop_task(QTY_IS_5)  # the next task grades normally
+    assert Grader(shop).grade(replay(shop["shop"], task, task["gold"]), task)["reward"] == 1
 
 @pytest.mark.parametrize("check, message", [
     ({"kind": "python", "name": "bad_params"}, "bad_params(conn, messages, **{}) raised TypeError"),

@@ -8,7 +8,9 @@ task, not in the agent: it raises TaskError instead of scoring 0.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,13 +197,47 @@ def check_said(check: dict, ctx: Context) -> Outcome:
     return False, "the agent never told the user " + " or ".join(map(repr, options))
 
 
+PYTHON_LINES = 20_000_000  # lines a python check may run (~3 s traced); a sound one runs thousands
+
+
+class _PastLineBudget(BaseException):
+    """Raised inside a python check past PYTHON_LINES: a BaseException, so its own `except
+    Exception` cannot swallow it (and it is raised again at every later line)."""
+
+
+@contextmanager
+def _line_budget(lines: int) -> Iterator[None]:
+    """Count the Python lines run in the block's calls: the python check's counterpart of the
+    SQLite step budget, deterministic where a time limit would grade differently under load."""
+    left = lines
+
+    def count(frame, event, arg):
+        nonlocal left
+        if event == "line":
+            left -= 1
+            if left < 0:
+                raise _PastLineBudget
+        return count
+
+    previous = sys.gettrace()  # a debugger's or coverage's tracer comes back afterwards
+    sys.settrace(count)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
+
+
 def check_python(check: dict, ctx: Context) -> Outcome:
     module = ctx.domain.checks_module
     fn = getattr(module, check["name"], None) if module else None
     if not callable(fn) or check["name"].startswith("_"):
         raise TaskError(f"no python check function {check['name']!r} in {ctx.domain.path}/checks.py")
     try:
-        result = fn(ctx.conn, ctx.messages, **check.get("params", {}))
+        with _line_budget(PYTHON_LINES):
+            result = fn(ctx.conn, ctx.messages, **check.get("params", {}))
+    except _PastLineBudget:
+        raise TaskError(f"{check['name']} ran past {PYTHON_LINES:,} Python lines (a loop that never "
+                        "ends?)") from None
     except Exception as e:  # the task's or the domain's bug: name it, never score it
         raise TaskError(f"{check['name']}(conn, messages, **{check.get('params', {})}) raised "
                         f"{type(e).__name__}: {e}") from None
