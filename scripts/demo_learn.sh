@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make demo-learn: does GRPO make the embedded SmolLM2-135M better on tasks it never trained on?
 #
-#   split the easiest retail templates by instance (template-stratified): train / held out
+#   split the easiest retail templates by instance (stratified by template and reason): train / held out
 #   -> probe the held-out split with the base policy (once; it does not depend on the seed)
 #   -> for each training seed: GRPO on the train split, probe the held-out split with the trained
 #      policy, evalstats compare (Δpass@1, P(new better))
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 OUT=${LEARN_OUT:-out/demo-learn}
 SEEDS=${LEARN_SEEDS:-0 1}
-HOLDOUT_EVERY=${LEARN_HOLDOUT_EVERY:-3}  # instances 1, 4, 7, ... of each template are held out
+HOLDOUT_EVERY=${LEARN_HOLDOUT_EVERY:-3}  # instances 2, 5, 8, ... of each stratum are held out
 REPEATS=${LEARN_REPEATS:-8}              # attempts per held-out task, base and trained
 STEPS=${LEARN_STEPS:-10}
 BATCH=${LEARN_BATCH:-4}                  # tasks per GRPO step
@@ -29,14 +29,20 @@ mkdir -p "$OUT"
 started=$(date +%s)
 stage() { printf '\n== [%4ss] %s\n' "$(( $(date +%s) - started ))" "$*" >&2; }
 
-stage "split: easy retail templates, every ${HOLDOUT_EVERY}rd instance held out"
+stage "split: easy retail templates, every ${HOLDOUT_EVERY}rd instance of each (template, reason) held out"
 $BIN/grade tasks --split train --domain retail --tag 'template:quick-*' --tag 'template:cancel-order' \
   --full > "$OUT/easy.jsonl"
-# Stratified by template: instance n of every template is held out when n % HOLDOUT_EVERY == 1,
-# so both splits span every template and no held-out task is ever trained on.
-held='(.id | capture("-(?<n>[0-9]+)$").n | tonumber) % $k == 1'
-jq -c --argjson k "$HOLDOUT_EVERY" "select($held)" "$OUT/easy.jsonl" > "$OUT/heldout.jsonl"
-jq -c --argjson k "$HOLDOUT_EVERY" "select($held | not)" "$OUT/easy.jsonl" > "$OUT/train.jsonl"
+# Stratified by template and by the cancel reason the task's check expects (none for an address
+# change): the n-th instance of each stratum is held out when n % HOLDOUT_EVERY == 1, so both
+# splits ask for each reason in the same proportion and no held-out task is ever trained on.
+# Unstratified by reason, the split decided the result: a policy that always gives the reason
+# most common in its training successes scores by luck of which reasons were held out.
+split='group_by([(.tags[] | select(startswith("template:"))),
+                  ([.checks[].expect.cancel_reason? | strings] | first)])
+  | map(sort_by(.id | capture("-(?<n>[0-9]+)$").n | tonumber) | to_entries[]
+        | select((.key % $k == 1) == $held) | .value) | .[]'
+jq -s -c --argjson k "$HOLDOUT_EVERY" --argjson held true "$split" "$OUT/easy.jsonl" > "$OUT/heldout.jsonl"
+jq -s -c --argjson k "$HOLDOUT_EVERY" --argjson held false "$split" "$OUT/easy.jsonl" > "$OUT/train.jsonl"
 $BIN/grade tasks --split bench --domain retail --full > "$OUT/bench_all.jsonl"
 awk -v n="$BENCH_TASKS" -v t="$(wc -l < "$OUT/bench_all.jsonl")" \
   'BEGIN { step = t / n } NR - 1 >= next_at && taken < n { print; taken++; next_at += step }' \
