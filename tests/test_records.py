@@ -87,8 +87,9 @@ def test_ctrl_c_exits_130_not_1_which_means_no():
     import termios
     import time
 
-    evalstats = subprocess.Popen([str(BIN / "evalstats"), "-"], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    evalstats = subprocess.Popen(  # SIGINT as a terminal delivers it (pytest-xdist workers ignore it)
+        [str(BIN / "evalstats"), "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     evalstats.stdin.write(orjson.dumps(ATTEMPT).decode() + "\n")
     evalstats.stdin.flush()  # stdin stays open: it reads on, inside the command
     unread = array.array("i", [1])
