@@ -28,7 +28,7 @@ def run(cli: click.Command) -> Callable[[], None]:
         if hasattr(signal, "SIGPIPE"):
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         verbose = "-v" in sys.argv[1:] or "--verbose" in sys.argv[1:]
-        _reserve_stdout_when_run(cli)
+        _wrap_each_command(cli)
         try:
             cli.main(standalone_mode=True)
         except OSError as e:  # a full disk, a vanished folder: not a bug, nothing to rerun with -v
@@ -47,12 +47,13 @@ def run(cli: click.Command) -> Callable[[], None]:
     return main
 
 
-def _reserve_stdout_when_run(command: click.Command) -> None:
+def _wrap_each_command(command: click.Command) -> None:
     """Reserve stdout for records (core.stdio) as each leaf command starts: after parsing, so
-    that --help and --version still print there, and before anything loads a library."""
+    that --help and --version still print there, and before anything loads a library. Ctrl-C
+    inside a command exits 130; click's standalone mode would turn it into "Aborted!" and 1."""
     if isinstance(command, click.Group):
         for sub in command.commands.values():
-            _reserve_stdout_when_run(sub)
+            _wrap_each_command(sub)
         return
     callback = command.callback
 

@@ -42,9 +42,18 @@ def _user_options(fn):
     return fn
 
 
+def _not_stdout(ctx, param, path: str) -> str:
+    if path == "-":  # click.Path would make a file named "-"
+        raise click.BadParameter("takes a file, not stdout: stdio's stdout is the MCP channel, and "
+                                 "the gateway fsyncs and --resumes its file; follow it with "
+                                 "`tail -f FILE`", param_hint="--out")
+    return path
+
+
 @click.command("serve-mcp")
 @click.argument("task_files", nargs=-1, required=True, type=click.Path(allow_dash=True))
 @click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False),
+              callback=_not_stdout,
               help="Append each episode here when its session ends (stdio: stdout is the MCP channel).")
 @click.option("--http", "address", metavar="HOST:PORT",
               help="Serve MCP over streamable HTTP at http://HOST:PORT/mcp, one (task, attempt) key "
@@ -110,10 +119,6 @@ def serve_mcp(task_files, out_file, address, repeats, resume, shard, token, sess
 def _check_mode(address: str | None) -> None:
     """Flags of the other mode are a usage error, not silently ignored."""
     ctx = click.get_current_context()
-    if ctx.params["out_file"] == "-":  # else click makes a file named "-"
-        raise click.BadParameter("takes a file, not stdout: stdio's stdout is the MCP channel, and "
-                                 "the gateway fsyncs and --resumes its file; follow it with "
-                                 "`tail -f FILE`", param_hint="--out")
     given = [f"--{name.replace('_', '-')}" for name in (HTTP_ONLY if not address else ("attempt",))
              if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
     if given:
