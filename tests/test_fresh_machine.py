@@ -81,3 +81,20 @@ def test_every_tool_runs_as_a_module_and_tells_its_version(tool):
         assert usage.returncode == 0 and usage.stdout.startswith("Usage: "), usage.stderr
     version = subprocess.run([str(BIN / tool), "--version"], capture_output=True, text=True, timeout=120)
     assert version.returncode == 0 and version.stdout == f"{tool} (endstate) 0.1.0\n"
+
+
+@pytest.mark.parametrize("failures, code", [(2, 0), (3, 1)])
+def test_the_install_retries_pip_after_a_dropped_download(tmp_path, failures, code):
+    # A test double for pip (an edge we do not own): a "python" whose `-m pip install` fails the
+    # first `failures` times, as a download cut mid-wheel does, and logs its arguments.
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/calls\n'
+                    f'[ "$(wc -l < {tmp_path}/calls)" -gt {failures} ]\n')
+    fake.chmod(0o755)
+    p = subprocess.run([str(ROOT / "scripts/pip_install.sh"), str(fake), "torch==2.13.0"],
+                       capture_output=True, text=True, env={"PATH": "/usr/bin:/bin",
+                                                           "PIP_INSTALL_PAUSE": "0"})
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert p.returncode == code, p.stderr
+    assert calls == ["-m pip install -q torch==2.13.0"] * min(failures + 1, 3)
+    assert ("failed 3 times" in p.stderr) == (code == 1)
