@@ -64,6 +64,7 @@ class RunConfig(EpisodeSettings):
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # --stop and --extra-body, before any episode
         if self.procs > 1 and self.backend == "local":
             raise EndstateError("--procs needs an endpoint backend (chat or completions): the local "
                                 "backend batches all its episodes in one process")
@@ -78,7 +79,6 @@ class RunConfig(EpisodeSettings):
                                 "sends none (use --backend chat or completions, or drop it)")
         if self.timeout is None:
             self.timeout = default_timeout(self.max_new_tokens)
-        Sampling.of(self)  # checks --stop and --extra-body now, before any episode
 
     @property
     def sampling(self) -> Sampling:

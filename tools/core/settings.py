@@ -1,8 +1,9 @@
 """The settings of an episode that rollout, probe and grpo share, declared once: name, type and
-default here, help text beside them. RunConfig and grpo's TrainConfig inherit the fields, and
-`options` turns any such dataclass into the same click flags in every tool, defaults shown.
-`Sampling` is how every backend and engine reads the sampling part of them, and the functions at
-the end apply it to logits alike in the local generator and grpo's trainer, by vLLM's rules."""
+default in `Sampling` and `EpisodeSettings` (the sampling settings, plus the rest), help text in
+HELP. RunConfig and grpo's TrainConfig inherit the fields, and `options` turns any such dataclass
+into the same click flags in every tool, defaults shown. Every backend and engine reads the
+sampling part as a `Sampling`, and the functions at the end apply it to logits alike in the
+local generator and grpo's trainer, by vLLM's rules."""
 
 from __future__ import annotations
 
@@ -16,30 +17,6 @@ import orjson
 
 from endstate.core.errors import EndstateError
 from endstate.core.interpret import TOOL_FORMATS
-
-
-@dataclass
-class EpisodeSettings:
-    temperature: float = 1.0
-    top_p: float = 1.0
-    # None: not sent, the server's default (vLLM: the model's generation_config.json); locally off
-    top_k: int | None = None
-    min_p: float | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    repetition_penalty: float | None = None
-    stop: list[str] = field(default_factory=list)
-    extra_body: dict | None = None  # merged into every agent request body (endpoint backends)
-    max_new_tokens: int = 256
-    max_context: int = 8192
-    max_turns: int | None = None  # None: the task's max_turns, else DEFAULT_MAX_TURNS
-    jobs: int = 8
-    # prompting: None = what the model folder records, else the generic default (core.prompting)
-    few_shot: bool | None = None
-    tool_prefill: bool | None = None
-    tool_format: str | None = None
-    device: str = "cpu"
-
 
 HELP = {
     "temperature": "Sampling temperature (0: greedy).",
@@ -136,16 +113,17 @@ class Sampling:
     max_new_tokens: int = 256
     temperature: float = 1.0
     top_p: float = 1.0
+    # None: not sent, the server's default (vLLM: the model's generation_config.json); locally off
     top_k: int | None = None
     min_p: float | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     repetition_penalty: float | None = None
-    stop: tuple[str, ...] = ()
-    extra_body: dict[str, Any] | None = None
+    stop: list[str] = field(default_factory=list)
+    extra_body: dict | None = None  # merged into every agent request body (endpoint backends)
 
     def __post_init__(self) -> None:
-        self.stop = tuple(self.stop or ())
+        self.stop = list(self.stop or ())
         if not all(isinstance(s, str) and s for s in self.stop):
             raise EndstateError(f"--stop {list(self.stop)}: stop strings are non-empty text")
         for key in self.extra_body or {}:
@@ -158,7 +136,7 @@ class Sampling:
 
     @classmethod
     def of(cls, settings: Any) -> Sampling:
-        """The Sampling of any config that inherits EpisodeSettings."""
+        """The sampling part alone of any config that inherits EpisodeSettings."""
         return cls(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(cls)})
 
     def request_fields(self) -> dict[str, Any]:
@@ -182,6 +160,20 @@ class Sampling:
         if self.extra_body:
             out["extra_body"] = self.extra_body
         return out
+
+
+@dataclass
+class EpisodeSettings(Sampling):
+    """The sampling settings, and the episode's limits, concurrency and prompting."""
+
+    max_context: int = 8192
+    max_turns: int | None = None  # None: the task's max_turns, else DEFAULT_MAX_TURNS
+    jobs: int = 8
+    # prompting: None = what the model folder records, else the generic default (core.prompting)
+    few_shot: bool | None = None
+    tool_prefill: bool | None = None
+    tool_format: str | None = None
+    device: str = "cpu"
 
 
 # -- the rules that apply a Sampling to logits: one definition for the local generator and grpo's
