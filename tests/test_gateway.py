@@ -309,3 +309,9 @@ def test_an_address_without_host_or_a_timeout_that_is_not_a_number_is_refused(tm
                     *flags, env={"ENDSTATE_MCP_TOKEN": TOKEN})
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_out_that_is_a_device_is_refused_rather_than_read_forever(task_file):
+    done = run_tool("rollout", "serve-mcp", str(task_file), "--out", "/dev/zero", "--http",
+                    "127.0.0.1:0", env={"ENDSTATE_MCP_TOKEN": TOKEN})
+    assert done.returncode == 5 and "/dev/zero: --out takes a regular file" in done.stderr, done.stderr
