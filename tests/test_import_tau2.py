@@ -350,6 +350,33 @@ def test_the_stubs_are_valid_python_whatever_the_gold_arguments():
         tools_source("shop", {"tool": [{}]})
 
 
+def test_object_arguments_become_typeddicts_so_the_agent_sees_their_fields():
+    """tau2's airline passes passengers and payments as lists of objects: each shape becomes one
+    TypedDict (a key some object lacks is NotRequired), shared by the tools that pass it, and a
+    class name never replaces one tools.py imports."""
+    flight = {"flight_number": "HAT1", "date": "2024-05-01"}
+    source = tools_source("air", {
+        "book_reservation": [{"passengers": [{"first_name": "A", "dob": "1990-01-01"},
+                                             {"first_name": "C", "dob": None}, {"first_name": "E"}],
+                              "flights": [flight], "db": {"x": 1}, "by_id": {"1": 2},
+                              "hidden": {"__key": 1}}],
+        "update_reservation_flights": [{"flights": [flight]}, {"flights": []}],
+        "Flight": [{}]})  # a tool named like the class
+    namespace: dict = {}
+    exec(compile(source, "tools.py", "exec"), namespace)
+    book = namespace["book_reservation"].__endstate_tool__.parameters["properties"]
+    assert book["passengers"]["items"] == {
+        "type": "object", "required": ["first_name"], "additionalProperties": False,
+        "properties": {"first_name": {"type": "string"},
+                       "dob": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}
+    assert book["db"]["properties"] == {"x": {"type": "integer"}}  # the class is Db2, not Db
+    assert book["by_id"] == {"type": "object", "description": 'e.g. {"1":2}.'}  # keyed by ids
+    update = namespace["update_reservation_flights"].__endstate_tool__.parameters["properties"]
+    assert update["flights"]["items"] == book["flights"]["items"]
+    assert book["hidden"]["type"] == "object" and "properties" not in book["hidden"]  # __ mangles
+    assert source.count("class Flight2(TypedDict)") == 1 and "class Db2(TypedDict)" in source
+
+
 def test_an_existing_folder_is_not_overwritten_without_force(imported, tmp_path):
     out = tmp_path / "cyclehire"
     shutil.copytree(imported[0], out)

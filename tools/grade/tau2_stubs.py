@@ -1,6 +1,6 @@
 """The code `grade import tau2` writes around the data: tools.py with one typed stub per tool the
-gold calls use (tools are code and are not translated), seed.py, and checks.py for tasks whose
-reward requires tau2's exact tool calls."""
+gold calls use (tools are code and are not translated) and a TypedDict per shape of object they
+pass, seed.py, and checks.py for tasks whose reward requires tau2's exact tool calls."""
 
 from __future__ import annotations
 
@@ -21,32 +21,76 @@ WRITE_PREFIXES = (
     "reschedule_", "reserve_", "reset_", "resume_", "return_", "schedule_", "send_", "set_",
     "submit_", "suspend_", "toggle_", "transfer_funds", "unblock_", "unlock_", "update_",
     "upgrade_")
-HEADER_NAMES = ("Db", "ToolError", "tool", "NOW", "NOT_WRITTEN")  # what TOOLS_HEADER binds
-_SCALARS = {bool: "bool", int: "int", float: "float", str: "str", dict: "dict"}
+HEADER_NAMES = ("Db", "ToolError", "tool", "NOW", "NOT_WRITTEN", "NotRequired", "TypedDict")
+_SCALARS = {bool: "bool", int: "int", float: "float", str: "str"}
 
 
-def _type_of(value: Any) -> str | None:
-    """The annotation of one gold argument value; None for null."""
-    if value is None:
-        return None
-    if isinstance(value, list):
-        inner = _merge({_type_of(x) for x in value} - {None})
-        return f"list[{inner}]" if inner in _SCALARS.values() else "list"
-    return _SCALARS.get(type(value), "str")
+class Records:
+    """The TypedDicts the stubs' annotations name: one per shape of JSON object in the gold
+    arguments (a passenger, a payment), so the agent's tool schema lists its fields. A shape seen
+    twice (the same fields and types) is one class."""
+
+    def __init__(self, reserved: tuple[str, ...] = ()) -> None:
+        self.sources: dict[str, str] = {}  # class name -> its source
+        self.reserved = {*HEADER_NAMES, *reserved}  # names tools.py binds otherwise
+
+    def add(self, name: str, body: list[str]) -> str:
+        source = "\n".join(body)
+        for known, existing in self.sources.items():
+            if existing.split("\n", 1)[1] == source:
+                return known
+        taken = {*self.sources, *self.reserved}
+        unique = next(c for c in (name, *(f"{name}{n}" for n in range(2, len(taken) + 2)))
+                      if c not in taken)
+        self.sources[unique] = f"class {unique}(TypedDict):\n{source}"
+        return unique
 
 
-def _merge(names: set[str]) -> str | None:
+def _camel(name: str, item: bool = False) -> str:
+    """The class name for the value of argument or field `name` (one item of it, for a list)."""
+    if item and name.endswith("s") and not name.endswith("ss"):
+        name = name[:-1]
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_") if part) or "Record"
+
+
+def _type_of(values: list[Any], name: str, records: Records) -> str | None:
+    """The annotation that fits every value seen for one argument or field; None when all are
+    null. An object with Python-name keys becomes a TypedDict in `records`."""
+    values = [v for v in values if v is not None]
+    names: set[str] = set()
+    lists = [v for v in values if isinstance(v, list)]
+    if lists:
+        inner = _type_of([x for v in lists for x in v], name, records)
+        names.add(f"list[{inner}]" if inner else "list")
+    objects = [v for v in values if isinstance(v, dict)]
+    if objects:
+        names.add(_record(objects, name, records))
+    names |= {_SCALARS.get(type(v), "str") for v in values if not isinstance(v, (list, dict))}
     if names == {"int", "float"}:
         return "float"
-    if len(names) > 1 and {n for n in names if n.startswith("list")} == names:
-        return "list"
     return " | ".join(sorted(names)) if names else None
 
 
-def signature(tool: str, calls: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
+def _record(objects: list[dict], name: str, records: Records) -> str:
+    keys = list(dict.fromkeys(k for o in objects for k in o))
+    # a TypedDict field is a Python name, and one starting __ would be name-mangled
+    if not keys or not all(k.isidentifier() and not keyword.iskeyword(k) and not k.startswith("__")
+                           for k in keys):
+        return "dict"  # {} only, or keyed by ids: a mapping, not a record
+    body = []
+    for key in keys:
+        annotation = _type_of([o.get(key) for o in objects], key, records) or "str"
+        if any(o.get(key) is None and key in o for o in objects):
+            annotation += " | None"
+        body.append(f"    {key}: NotRequired[{annotation}]" if any(key not in o for o in objects)
+                    else f"    {key}: {annotation}")
+    return records.add(_camel(name, item=True), body)
+
+
+def signature(tool: str, calls: list[dict[str, Any]], records: Records) -> list[tuple[str, str, Any]]:
     """(argument, annotation, example) for each argument the gold calls pass, the required ones
     first, in first-seen order; an argument some call leaves out or passes as null becomes
-    `X | None = None`."""
+    `X | None = None`. Object types go into `records`."""
     names = list(dict.fromkeys(k for args in calls for k in args))
     params = []
     for name in names:
@@ -54,7 +98,7 @@ def signature(tool: str, calls: list[dict[str, Any]]) -> list[tuple[str, str, An
             raise InputError(f"tool {tool}: argument {name!r} is not a Python name; write {tool} "
                              "by hand (its schema comes from the function's parameters)")
         values = [args.get(name) for args in calls]
-        annotation = _merge({_type_of(v) for v in values} - {None}) or "str"
+        annotation = _type_of(values, name, records) or "str"
         example = next((v for v in values if v is not None), None)
         if None in values or any(name not in args for args in calls):
             annotation += " | None = None"
@@ -63,8 +107,8 @@ def signature(tool: str, calls: list[dict[str, Any]]) -> list[tuple[str, str, An
     return sorted(params, key=lambda p: p[1].endswith("= None"))
 
 
-def _stub(tool: str, calls: list[dict[str, Any]]) -> str:
-    params = signature(tool, calls)
+def _stub(tool: str, calls: list[dict[str, Any]], records: Records) -> str:
+    params = signature(tool, calls, records)
     handle = next(h for h in ("db", "database", "_db", "__db") if all(p != h for p, _, _ in params))
     args = "".join(f", {p}: {a}" for p, a, _ in params)
     mark = ("@tool(writes=True)  # guessed from the name; @tool if it only reads"
@@ -92,8 +136,13 @@ def tools_source(domain: str, calls: dict[str, list[dict[str, Any]]]) -> str:
         if name in HEADER_NAMES:
             raise InputError(f"tool name {name!r} would replace the name {name} that tools.py "
                              "imports or defines; rename the tool in tasks.json")
-    stubs = "\n\n\n".join(_stub(name, args) for name, args in calls.items())
-    return TOOLS_HEADER.format(domain=domain) + stubs + "\n"
+    records = Records(reserved=tuple(calls))
+    stubs = [_stub(name, args, records) for name, args in calls.items()]
+    header = TOOLS_HEADER.format(domain=domain)
+    if records.sources:
+        header = header.replace("from endstate.core.tools", "from typing import NotRequired, "
+                                "TypedDict\n\nfrom endstate.core.tools")
+    return header + "\n\n\n".join([*records.sources.values(), *stubs]) + "\n"
 
 
 TOOLS_HEADER = '''"""Tools of the {domain} domain, imported from tau2-bench by `grade import tau2`.
