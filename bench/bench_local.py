@@ -76,7 +76,7 @@ def main() -> None:
     args = ap.parse_args()
     model, tokenizer = load(resolve_model("embedded"))
     prompts, prefix_len = prompts_of(args.domain, tokenizer, args.batch)
-    generator = LocalGenerator(model, tokenizer, Sampling(args.new_tokens, 0.7, 1.0))
+    generator = LocalGenerator(model, tokenizer, Sampling(max_new_tokens=args.new_tokens, temperature=0.7))
     generator.generate(prompts[:1], prefix_len)  # warm: the prefix KV is computed once per run
     generator.batches = 0
     start = time.perf_counter()
@@ -95,7 +95,7 @@ def main() -> None:
     result = tokenizer(" <tool_response>" + " {\"ticket\": \"T90001\", \"status\": \"open\"}" * 12
                        + " </tool_response>")["input_ids"]
     second = [p + g + result for p, g in zip(prompts, ours)]
-    greedy = Sampling(args.new_tokens, 0.0, 1.0)
+    greedy = Sampling(max_new_tokens=args.new_tokens, temperature=0.0)
     generator.sampling = greedy
     start = time.perf_counter()
     kept = [g.ids for g in generator.generate(second, prefix_len)]

@@ -7,6 +7,7 @@
 # itself, more times than its defaults (older pips ignore the option they do not know).
 # PIP_INSTALL_PAUSE sets the seconds between tries (30).
 set -uo pipefail
+trap 'exit 130' INT TERM  # pip answers Ctrl-C with exit 1, which must not read as a dropped download
 python=$1; shift
 export PIP_RETRIES=${PIP_RETRIES:-10} PIP_RESUME_RETRIES=${PIP_RESUME_RETRIES:-20}
 for try in 1 2 3; do
@@ -15,5 +16,5 @@ for try in 1 2 3; do
   echo "pip_install.sh: pip install $* failed (try $try of 3); trying again in ${PIP_INSTALL_PAUSE:-30} s" >&2
   sleep "${PIP_INSTALL_PAUSE:-30}"
 done
-echo "pip_install.sh: pip install $* failed 3 times; check the network or the package index, then rerun" >&2
+echo "pip_install.sh: pip install $* failed 3 times; pip's last error is above (a network one: check the connection or the package index, then rerun)" >&2
 exit 1

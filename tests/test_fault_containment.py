@@ -385,7 +385,7 @@ def test_the_tool_prefill_counts_toward_max_context():
         raise AssertionError("sampled past the context")
 
     def session(prefill: bool) -> TokenSession:
-        s = TokenSession(template, never, Sampling(16, 1.0, 1.0), 0, [], "", [], tool_prefill=prefill)
+        s = TokenSession(template, never, Sampling(max_new_tokens=16), 0, [], "", [], tool_prefill=prefill)
         s.begin([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}])
         s.max_context = s.trace.length + 16  # exactly fits without the prefill
         return s

@@ -4,8 +4,11 @@ kind the next tool reads: the first model conversion, DeepSpeed's import-time wa
 transformers' loading output all belong on stderr (core.stdio)."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import BIN, ROOT
@@ -98,3 +101,22 @@ def test_the_install_retries_pip_after_a_dropped_download(tmp_path, failures, co
     assert p.returncode == code, p.stderr
     assert calls == ["-m pip install -q torch==2.13.0"] * min(failures + 1, 3)
     assert ("failed 3 times" in p.stderr) == (code == 1)
+
+
+def test_ctrl_c_stops_the_install_instead_of_retrying(tmp_path):
+    # The pip double answers Ctrl-C as pip does, exit 1; the script must not take that for a
+    # dropped download and run pip again. SIGINT's default is restored in the child: pytest-xdist
+    # workers ignore it, and a shell started with it ignored cannot trap it.
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/calls\ntrap 'exit 1' INT\n"
+                    f"touch {tmp_path}/started\nsleep 30 & wait\n")
+    fake.chmod(0o755)
+    p = subprocess.Popen([str(ROOT / "scripts/pip_install.sh"), str(fake), "x"], text=True,
+                         stderr=subprocess.PIPE, start_new_session=True,
+                         env={"PATH": "/usr/bin:/bin", "PIP_INSTALL_PAUSE": "0"},
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    while not (tmp_path / "started").exists():
+        time.sleep(0.05)
+    os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+    assert p.wait(timeout=20) == 130, p.stderr.read()
+    assert len((tmp_path / "calls").read_text().splitlines()) == 1

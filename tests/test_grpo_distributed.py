@@ -82,7 +82,8 @@ class StandInVLLM:
     def sampler(self, max_new_tokens, temperature, top_p, seed, top_k=None, stop=()):
         from endstate.core.local_model import LocalGenerator, Sampling
 
-        sampling = Sampling(max_new_tokens, temperature, top_p, top_k=top_k, stop=tuple(stop))
+        sampling = Sampling(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                            top_k=top_k, stop=tuple(stop))
         local = LocalGenerator(self.model, self.tokenizer, sampling,
                                seed=seed, max_batch=64, logprobs_at_temperature=True)
 

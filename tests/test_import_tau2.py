@@ -359,7 +359,8 @@ def test_object_arguments_become_typeddicts_so_the_agent_sees_their_fields():
         "book_reservation": [{"passengers": [{"first_name": "A", "dob": "1990-01-01"},
                                              {"first_name": "C", "dob": None}, {"first_name": "E"}],
                               "flights": [flight], "db": {"x": 1}, "by_id": {"1": 2},
-                              "hidden": {"__key": 1}}],
+                              "hidden": {"__key": 1}, "none": {"a": 1}, "_1": [{"b": 2}],
+                              "exceptions": [{"c": 3}]}],
         "update_reservation_flights": [{"flights": [flight]}, {"flights": []}],
         "Flight": [{}]})  # a tool named like the class
     namespace: dict = {}
@@ -375,6 +376,9 @@ def test_object_arguments_become_typeddicts_so_the_agent_sees_their_fields():
     assert update["flights"]["items"] == book["flights"]["items"]
     assert book["hidden"]["type"] == "object" and "properties" not in book["hidden"]  # __ mangles
     assert source.count("class Flight2(TypedDict)") == 1 and "class Db2(TypedDict)" in source
+    # names that are not classes Python can define, or would hide a builtin
+    assert {"class RecordNone(", "class Record1(", "class Exception2("} <= set(
+        line[:line.index("(") + 1] for line in source.splitlines() if line.startswith("class "))
 
 
 def test_an_existing_folder_is_not_overwritten_without_force(imported, tmp_path):

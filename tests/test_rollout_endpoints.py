@@ -204,7 +204,7 @@ def test_completions_sampler_reads_token_ids_and_logprobs_from_a_vllm_style_endp
 
     with FakeEndpoint(completions=policy, faults={0: HTTP_503}.get) as endpoint:
         endpoints = Endpoints([endpoint.base_url], "k", 5.0, RetryPolicy(attempts=2, base_delay=0.01))
-        sample = completions_sampler(endpoints, "double", Sampling(16, 1.0, 1.0), 0, eos, 50_000)
+        sample = completions_sampler(endpoints, "double", Sampling(max_new_tokens=16), 0, eos, 50_000)
         generation = asyncio.run(sample([5, 6, 41]))
     assert generation.ids == [42, 7, eos] and generation.logprobs == [-0.5, -0.5, -0.5]
     assert generation.finished

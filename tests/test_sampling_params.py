@@ -66,8 +66,9 @@ def test_sampling_settings_reach_the_completions_request_body():
     from endstate.core.agents import completions_sampler
     from endstate.core.endpoints import Endpoints, RetryPolicy
 
-    sampling = Sampling(16, 0.7, 0.9, top_k=20, min_p=0.05, repetition_penalty=1.1,
-                        presence_penalty=0.5, frequency_penalty=0.25, stop=("</answer>", "END"),
+    sampling = Sampling(max_new_tokens=16, temperature=0.7, top_p=0.9, top_k=20, min_p=0.05,
+                        repetition_penalty=1.1, presence_penalty=0.5, frequency_penalty=0.25,
+                        stop=("</answer>", "END"),
                         extra_body={"priority": 3})
     with FakeEndpoint(completions=lambda body: [7, 2]) as endpoint:
         endpoints = Endpoints([endpoint.base_url], None, 5.0, RetryPolicy(attempts=1))
@@ -115,6 +116,13 @@ def test_extra_body_and_empty_stop_strings_are_refused_where_they_cannot_apply(t
     assert local.returncode == 2 and "the local backend sends none" in local.stderr
     with pytest.raises(EndstateError, match="stop strings are non-empty"):
         Sampling(stop=("",))
+    from endstate.grpo.config import resolve
+
+    for body in ({"seed": 1}, {"model": "m"}):  # grpo's reason, not rollout's advice to use --seed
+        with pytest.raises(EndstateError, match="extra_body: grpo cannot train on it"):
+            resolve(None, {"pool": "p.jsonl", "extra_body": body})
+    with pytest.raises(EndstateError, match="stop strings are non-empty"):
+        resolve(None, {"pool": "p.jsonl", "stop": [""]})
 
 
 def test_the_default_timeout_follows_max_new_tokens():
@@ -152,7 +160,7 @@ def test_local_top_k_samples_from_the_k_most_likely_and_logs_their_renormalised_
     from endstate.core.local_model import LocalGenerator
 
     model, tokenizer, prompts = tiny
-    generator = LocalGenerator(model, tokenizer, Sampling(6, 0.8, top_k=3), seed=1,
+    generator = LocalGenerator(model, tokenizer, Sampling(max_new_tokens=6, temperature=0.8, top_k=3), seed=1,
                                logprobs_at_temperature=True)
     tokens = 0
     for prompt in prompts:
@@ -173,7 +181,7 @@ def test_local_min_p_keeps_only_tokens_near_the_most_likely(tiny):
     from endstate.core.local_model import LocalGenerator
 
     model, tokenizer, prompts = tiny
-    generator = LocalGenerator(model, tokenizer, Sampling(6, 1.0, min_p=0.9), seed=2)
+    generator = LocalGenerator(model, tokenizer, Sampling(max_new_tokens=6, min_p=0.9), seed=2)
     for prompt in prompts:
         [g] = generator.generate([prompt])
         for k, token in enumerate(g.ids):
@@ -205,7 +213,7 @@ def test_local_penalties_follow_vllm(tiny, repetition, presence, frequency):
     from endstate.core.local_model import LocalGenerator
 
     model, tokenizer, prompts = tiny
-    sampling = Sampling(10, 0.0, repetition_penalty=repetition, presence_penalty=presence,
+    sampling = Sampling(max_new_tokens=10, temperature=0.0, repetition_penalty=repetition, presence_penalty=presence,
                         frequency_penalty=frequency)
     generator = LocalGenerator(model, tokenizer, sampling)
     got = [g.ids for g in generator.generate(prompts)]  # one left-padded batch
@@ -229,8 +237,8 @@ def test_local_stop_strings_end_the_completion_with_the_token_that_completes_the
 
     model, tokenizer, prompts = tiny
     done = tokenizer.convert_tokens_to_ids("done")
-    free = LocalGenerator(model, tokenizer, Sampling(12, 1.5), seed=3).generate(prompts * 2)
-    stopped = LocalGenerator(model, tokenizer, Sampling(12, 1.5, stop=("done",)), seed=3).generate(prompts * 2)
+    free = LocalGenerator(model, tokenizer, Sampling(max_new_tokens=12, temperature=1.5), seed=3).generate(prompts * 2)
+    stopped = LocalGenerator(model, tokenizer, Sampling(max_new_tokens=12, temperature=1.5, stop=("done",)), seed=3).generate(prompts * 2)
     cut = 0
     for f, s in zip(free, stopped):
         ended = f.ids.index(tokenizer.eos_token_id) if f.finished else len(f.ids)
@@ -260,7 +268,7 @@ def test_grpo_trainer_logprobs_under_top_k_are_the_samplers(tiny_model, tiny):
     model, tokenizer, prompts = tiny
     loss = loss_config(TrainConfig(temperature=0.8, top_k=3))
     assert (loss.temperature, loss.top_k, loss.top_p) == (0.8, 3, 1.0)
-    generator = LocalGenerator(model, tokenizer, Sampling(6, 0.8, top_k=3), seed=4,
+    generator = LocalGenerator(model, tokenizer, Sampling(max_new_tokens=6, temperature=0.8, top_k=3), seed=4,
                                logprobs_at_temperature=True)
     generations = [generator.generate([p])[0] for p in prompts]
     samples = [sample_of([{"prompt_ids": p, "completion_ids": g.ids, "logprobs": g.logprobs}], 1.0)

@@ -103,14 +103,13 @@ FLAGGED = {"max_tokens": "--max-new-tokens", "max_completion_tokens": "--max-new
                                 ("temperature", "top_p", *OPTIONAL_SAMPLING, "stop")}}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Sampling:
     """How each model call samples: the sampling part of the episode settings, read alike by the
     endpoint backends (`request_fields`), the local generator and grpo's engines, and recorded in
     every episode's `policy.sampling` (`recorded`). Unset (None) settings are not sent and are
     off locally."""
 
-    max_new_tokens: int = 256
     temperature: float = 1.0
     top_p: float = 1.0
     # None: not sent, the server's default (vLLM: the model's generation_config.json); locally off
@@ -121,6 +120,7 @@ class Sampling:
     repetition_penalty: float | None = None
     stop: list[str] = field(default_factory=list)
     extra_body: dict | None = None  # merged into every agent request body (endpoint backends)
+    max_new_tokens: int = 256
 
     def __post_init__(self) -> None:
         self.stop = list(self.stop or ())

@@ -4,6 +4,7 @@ pass, seed.py, and checks.py for tasks whose reward requires tau2's exact tool c
 
 from __future__ import annotations
 
+import builtins
 import keyword
 from typing import Any
 
@@ -32,7 +33,8 @@ class Records:
 
     def __init__(self, reserved: tuple[str, ...] = ()) -> None:
         self.sources: dict[str, str] = {}  # class name -> its source
-        self.reserved = {*HEADER_NAMES, *reserved}  # names tools.py binds otherwise
+        # names tools.py binds otherwise, and builtins (a class Exception breaks `except Exception`)
+        self.reserved = {*HEADER_NAMES, *reserved, *dir(builtins)}
 
     def add(self, name: str, body: list[str]) -> str:
         source = "\n".join(body)
@@ -40,6 +42,8 @@ class Records:
             if existing.split("\n", 1)[1] == source:
                 return known
         taken = {*self.sources, *self.reserved}
+        if not name.isidentifier() or keyword.iskeyword(name):  # `none` -> None, `_1` -> 1
+            name = "Record" + name
         unique = next(c for c in (name, *(f"{name}{n}" for n in range(2, len(taken) + 2)))
                       if c not in taken)
         self.sources[unique] = f"class {unique}(TypedDict):\n{source}"
@@ -140,8 +144,10 @@ def tools_source(domain: str, calls: dict[str, list[dict[str, Any]]]) -> str:
     stubs = [_stub(name, args, records) for name, args in calls.items()]
     header = TOOLS_HEADER.format(domain=domain)
     if records.sources:
-        header = header.replace("from endstate.core.tools", "from typing import NotRequired, "
-                                "TypedDict\n\nfrom endstate.core.tools")
+        used = ", ".join(n for n in ("NotRequired", "TypedDict")
+                         if any(f"{n}[" in c or f"({n})" in c for c in records.sources.values()))
+        header = header.replace("from endstate.core.tools",
+                                f"from typing import {used}\n\nfrom endstate.core.tools")
     return header + "\n\n\n".join([*records.sources.values(), *stubs]) + "\n"
 
 

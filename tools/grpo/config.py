@@ -90,6 +90,16 @@ class TrainConfig(EpisodeSettings):
     gpu_memory: float | None = None  # GB per GPU: refuse a plan that does not fit
     host_memory: float | None = None  # GB of host memory per node: likewise
 
+    def __post_init__(self) -> None:
+        # before Sampling's checks of --extra-body, whose advice (use rollout's flag) is not grpo's
+        for name, (neutral, why) in UNMATCHED_SAMPLING.items():
+            if getattr(self, name) not in (None, neutral):
+                raise EndstateError(f"{name}: grpo cannot train on it ({why}), so its log-probs "
+                                    "would not be the sampler's; leave it unset for grpo (rollout "
+                                    "and probe take it). temperature, top_p, top_k and stop are "
+                                    "honoured.")
+        super().__post_init__()
+
     @property
     def world(self) -> int:
         return self.nodes * self.gpus_per_node
@@ -133,12 +143,6 @@ class TrainConfig(EpisodeSettings):
         for name in ("gpu_memory", "host_memory"):
             if getattr(self, name) is not None and not 0 < getattr(self, name) < float("inf"):  # nan too
                 raise EndstateError(f"{name} must be a positive number of GB (or unset)")
-        for name, (neutral, why) in UNMATCHED_SAMPLING.items():
-            if getattr(self, name) not in (None, neutral):
-                raise EndstateError(f"{name}: grpo cannot train on it ({why}), so its log-probs "
-                                    "would not be the sampler's; leave it unset for grpo (rollout "
-                                    "and probe take it). temperature, top_p, top_k and stop are "
-                                    "honoured.")
         if self.top_k is not None and self.top_k < 1:
             raise EndstateError(f"top_k {self.top_k}: at least 1 (or unset: off)")
         if self.group_size < 2:

@@ -24,12 +24,12 @@ from endstate.core.tasks import done_keys
 class EpisodeLog:
     def __init__(self, path: str, *, exclusive: bool = False):
         self.path, self.exclusive = path, exclusive
-        if Path(path).exists() and not Path(path).is_file():
-            # a device or a pipe: appends are never read back for --resume, and counting the lines
-            # of /dev/zero or a FIFO never ends
-            raise FileError(f"{path}: --out takes a regular file (episodes are appended there, "
-                            "and read back by --resume)")
         try:
+            if Path(path).exists() and not Path(path).is_file():
+                # a device or a pipe: appends are never read back for --resume, and counting the
+                # lines of /dev/zero or a FIFO never ends
+                raise FileError(f"{path}: --out takes a regular file (episodes are appended "
+                                "there, and read back by --resume)")
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             self.file = open(path, "ab")  # noqa: SIM115 - held for the log's life
         except OSError as e:
