@@ -512,8 +512,18 @@ def test_a_tasks_group_is_a_task_property(tmp_path):
     tasks = write(tmp_path / "t.jsonl", [{**task("A"), "domain": "bank", "tags": ["x"]}])
     joined = orjson.loads(run(["--by", "domain", "--tasks", tasks, bad]).stdout)
     assert list(joined["by_domain"]) == ["bank"] and joined["by_domain"]["bank"]["attempts"] == 2
-    assert list(orjson.loads(run(["--by", "tags", "--tasks", tasks, bad]).stdout)["by_tags"]) == [
-        "['x']"]
+    assert list(orjson.loads(run(["--by", "tags", "--tasks", tasks, bad]).stdout)["by_tags"]) == ["x"]
+
+
+def test_by_tags_puts_a_task_in_the_group_of_each_of_its_tags(tmp_path):
+    """tags is a list: one group per tag (overlapping), not one per tag set named by its repr."""
+    tagged = {"A": ["address", "single-write"], "B": ["address"], "C": []}
+    tasks = write(tmp_path / "t.jsonl", [{**task(t), "tags": tags} for t, tags in tagged.items()])
+    attempts = write(tmp_path / "a.jsonl", [*rows("A", [1, 1], "retail"), *rows("B", [0, 0], "retail"),
+                                            *rows("C", [1, 0], "retail")])
+    groups = orjson.loads(run(["--by", "tags", "--tasks", tasks, attempts]).stdout)["by_tags"]
+    assert {name: (g["tasks"], g["successes"]) for name, g in groups.items()} == {
+        "address": (2, 2), "single-write": (1, 2), "(none)": (1, 1)}
 
 
 def test_by_a_field_no_record_has_is_an_error(hand):

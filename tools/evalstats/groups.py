@@ -2,9 +2,10 @@
 
 A task's group under a task property (domain, template, tags, split, or any field of the --tasks
 records) is one value: the task record's when --tasks is given, else the first non-null value
-of its attempts; attempts that disagree are an input error. Other fields (model, ...) are
-properties of the attempt: one task can count in several of their groups. `overall` is every
-task's attempts, whatever the --by fields.
+of its attempts; attempts that disagree are an input error. A list value (tags) puts the task
+in one group per item, so those groups overlap. Other fields (model, ...) are properties of the
+attempt: one task can count in several of their groups. `overall` is every task's attempts,
+whatever the --by fields.
 """
 
 from __future__ import annotations
@@ -80,12 +81,21 @@ def group_tasks(t: Tally, by: str | None = None, by_task: Mapping[str, Any] | No
     groups: dict[str, TaskCounts] = {}
     for key, cell in t.cells.items():
         value = None if index is None else by_task[key[0]] if by_task is not None else key[index]
-        name = "overall" if index is None else MISSING if value is None else str(value)
-        tasks = groups.setdefault(name, {})
-        mine = tasks.get(key[0])
         values = cell_values(cell)
-        tasks[key[0]] = _new_counts(Counts, values if mine is None else _sum(mine, values))
+        for name in _group_names(value, index is None):
+            tasks = groups.setdefault(name, {})
+            mine = tasks.get(key[0])
+            tasks[key[0]] = _new_counts(Counts, values if mine is None else _sum(mine, values))
     return groups
+
+
+def _group_names(value: Any, overall: bool) -> Sequence[str]:
+    """The groups a value puts its task in: a list (tags) one per item, so the groups overlap."""
+    if overall:
+        return ("overall",)
+    if isinstance(value, tuple):
+        return [str(v) for v in dict.fromkeys(value) if v is not None] or (MISSING,)
+    return (MISSING,) if value is None else (str(value),)
 
 
 def _sum(mine: Counts, values: Sequence) -> tuple:

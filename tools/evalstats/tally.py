@@ -93,8 +93,15 @@ def _tally_from_values(fields, keys, values, key_counts, wide) -> Tally:
     return Tally(fields, dict(zip(keys, starmap(Cell, values))), key_counts, wide)
 
 
+_SCALAR = (str, int, float, bool, type(None))
+
+
 def _hashable(value: Any) -> Any:
-    return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
+    """A field's value as a dict key: a list of scalars (tags) a tuple, any other list or
+    object its text."""
+    if isinstance(value, list) and all(isinstance(v, _SCALAR) for v in value):
+        return tuple(value)
+    return value if isinstance(value, _SCALAR) else str(value)
 
 
 class Grid(NamedTuple):
