@@ -26,6 +26,19 @@ def test_problem_names_the_field_and_the_schema():
     assert "schemas/attempt.schema.json" in message
 
 
+@pytest.mark.parametrize("wanted, came, step", [
+    ("attempt", "episode", "pipe the episodes through `grade`"),
+    ("episode", "task", "run the tasks with `rollout`"),
+    ("task", "episode", "this command reads tasks"),
+    ("task", "attempt", "this command reads tasks"),
+])
+def test_a_record_of_the_wrong_pipeline_stage_is_told_the_step_between(wanted, came, step):
+    record = orjson.loads((EXAMPLES / f"{came}.json").read_bytes())
+    assert schemas.problem(came, record) is None and step in schemas.problem(wanted, record)
+    example = orjson.loads((EXAMPLES / f"{wanted}.json").read_bytes())
+    assert "the record is" not in schemas.problem(wanted, {**example, "domain": 5})
+
+
 def test_system_error_must_carry_null_reward():
     example = orjson.loads((EXAMPLES / "attempt.json").read_bytes())
     assert schemas.problem("attempt", {**example, "status": "system_error", "reward": 0})

@@ -49,8 +49,20 @@ def validator(kind: str) -> Draft202012Validator:
     return Draft202012Validator(schema, registry=_registry())
 
 
+# A record of the pipeline's wrong stage, by what was expected and what came: the step between.
+WRONG_STAGE = {
+    ("attempt", "episode"): "an episode (rollout's output, not graded yet): pipe the episodes "
+                            "through `grade` for attempt records (`grade episodes.jsonl | evalstats`)",
+    ("episode", "task"): "a task: run the tasks with `rollout` for episodes to grade",
+    ("task", "episode"): "an episode: this command reads tasks (a task file, or `grade tasks --full`)",
+    ("task", "attempt"): "an attempt: this command reads tasks (a task file, `grade tasks --full`, "
+                         "or `bucket --tasks FILE` to turn attempts into a pool)",
+}
+
+
 def problem(kind: str, record: object) -> str | None:
-    """None when `record` is a valid `kind` record, else one line saying what is wrong and where."""
+    """None when `record` is a valid `kind` record, else one line saying what is wrong and where
+    (and, for a valid record of the pipeline's wrong stage, the step between)."""
     from jsonschema.exceptions import best_match
 
     v = validator(kind)
@@ -58,7 +70,10 @@ def problem(kind: str, record: object) -> str | None:
         return None
     error = best_match(v.iter_errors(record))
     where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-    return f"{kind} record{where or ''}: {error.message} (schema: schemas/{kind}.schema.json)"
+    said = f"{kind} record{where or ''}: {error.message} (schema: schemas/{kind}.schema.json)"
+    stage = next((why for (wanted, came), why in WRONG_STAGE.items()
+                  if wanted == kind and validator(came).is_valid(record)), None)
+    return f"{said}; the record is {stage}" if stage else said
 
 
 # --- typed fast path: C-level decoding into a Struct that mirrors the schema ------------------------
