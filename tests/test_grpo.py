@@ -388,3 +388,28 @@ def test_plot_writes_a_png(tmp_path):
     m.write_text('{"step": 1, "reward_mean": 0.1, "loss": 0.0}\n{"step": 2, "reward_mean": 0.3, "loss": -0.1}\n')
     plot_metrics(m, tmp_path / "curves.png")
     assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("error", [
+    RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 100032 vs 99926"),
+    OSError(28, "No space left on device"),
+])
+def test_a_checkpoint_that_cannot_be_written_says_so_and_where_resume_starts(tmp_path, error):
+    """A full disk during torch's save read as an internal error (exit 70) naming a file offset.
+    The policy here stands in for DeepSpeed's save (an edge we do not own) and fails as it does."""
+    from endstate.core.errors import ExitCode
+    from endstate.grpo.checkpoint import save_checkpoint
+
+    class FullDisk:
+        def save(self, folder, client_state):
+            folder.mkdir(parents=True)
+            raise error
+
+    (tmp_path / "checkpoints" / "step-000005").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "latest").write_text("step-000005\n")
+    with pytest.raises(Exception) as caught:
+        save_checkpoint(FullDisk(), tmp_path, 10, {}, {})
+    message = caught.value.message
+    assert caught.value.exit_code == ExitCode.IO and "step-000010: cannot save the checkpoint" in message
+    assert str(error) in message and "GiB free on that disk" in message
+    assert "--resume continues from step-000005" in message

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from endstate.core.errors import FileError
 from endstate.core.records import dumps
 
 
@@ -42,16 +44,31 @@ def save_checkpoint(policy, out: Path, step: int, client_state: dict[str, Any],
     from endstate.grpo.engine import HF_DIR
 
     folder = checkpoint_dir(out, step)
-    policy.save(folder, client_state)  # collective
-    if dist.get_rank() == 0:
-        record(folder / HF_DIR, prompting)
-        public = {k: v for k, v in client_state.items() if k != "rng"}
-        (folder / "state.json").write_bytes(orjson.dumps(public, option=orjson.OPT_INDENT_2))
-        tmp = out / "checkpoints" / ".latest.tmp"
-        tmp.write_text(folder.name + "\n")
-        os.replace(tmp, out / "checkpoints" / "latest")
+    try:
+        policy.save(folder, client_state)  # collective
+        if dist.get_rank() == 0:
+            record(folder / HF_DIR, prompting)
+            public = {k: v for k, v in client_state.items() if k != "rng"}
+            (folder / "state.json").write_bytes(orjson.dumps(public, option=orjson.OPT_INDENT_2))
+            tmp = out / "checkpoints" / ".latest.tmp"
+            tmp.write_text(folder.name + "\n")
+            os.replace(tmp, out / "checkpoints" / "latest")
+    except (OSError, RuntimeError) as e:  # torch reports a full disk as "unexpected pos N vs M"
+        raise save_failed(out, folder, e) from None
     dist.barrier()
     return folder
+
+
+def save_failed(out: Path, folder: Path, error: Exception) -> FileError:
+    """What a user needs when a checkpoint cannot be written (a full disk, most often): the
+    space left, and that --resume starts from the last complete checkpoint."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    free = shutil.disk_usage(existing).free
+    last = latest_checkpoint(out)
+    resume = (f"--resume continues from {last.name}" if last
+              else "no checkpoint is complete yet, so a rerun starts over")
+    return FileError(f"{folder}: cannot save the checkpoint ({error}); {free / 2**30:.1f} GiB "
+                     f"free on that disk. Free space, or give --out a bigger disk; {resume}")
 
 
 def rng_state() -> dict[str, Any]:
