@@ -32,22 +32,33 @@ class Records:
     twice (the same fields and types) is one class."""
 
     def __init__(self, reserved: tuple[str, ...] = ()) -> None:
-        self.sources: dict[str, str] = {}  # class name -> its source
+        self.bodies: dict[str, str] = {}  # class name -> its fields, one line each
         # names tools.py binds otherwise, and builtins (a class Exception breaks `except Exception`)
         self.reserved = {*HEADER_NAMES, *reserved, *dir(builtins)}
 
-    def add(self, name: str, body: list[str]) -> str:
-        source = "\n".join(body)
-        for known, existing in self.sources.items():
-            if existing.split("\n", 1)[1] == source:
-                return known
-        taken = {*self.sources, *self.reserved}
+    def add(self, name: str, fields: list[str]) -> str:
+        body = "\n".join(fields)
+        known = next((n for n, b in self.bodies.items() if b == body), None)
+        if known:
+            return known
+        taken = {*self.bodies, *self.reserved}
         if not name.isidentifier() or keyword.iskeyword(name):  # `none` -> None, `_1` -> 1
             name = "Record" + name
         unique = next(c for c in (name, *(f"{name}{n}" for n in range(2, len(taken) + 2)))
                       if c not in taken)
-        self.sources[unique] = f"class {unique}(TypedDict):\n{source}"
+        self.bodies[unique] = body
         return unique
+
+    def imports(self) -> str:
+        """The typing import the classes need ("" when there are none)."""
+        if not self.bodies:
+            return ""
+        needs = "NotRequired, TypedDict" if any("NotRequired[" in b for b in self.bodies.values()) \
+            else "TypedDict"
+        return f"from typing import {needs}\n\n"
+
+    def sources(self) -> list[str]:
+        return [f"class {name}(TypedDict):\n{body}" for name, body in self.bodies.items()]
 
 
 def _camel(name: str, item: bool = False) -> str:
@@ -142,13 +153,9 @@ def tools_source(domain: str, calls: dict[str, list[dict[str, Any]]]) -> str:
                              "imports or defines; rename the tool in tasks.json")
     records = Records(reserved=tuple(calls))
     stubs = [_stub(name, args, records) for name, args in calls.items()]
-    header = TOOLS_HEADER.format(domain=domain)
-    if records.sources:
-        used = ", ".join(n for n in ("NotRequired", "TypedDict")
-                         if any(f"{n}[" in c or f"({n})" in c for c in records.sources.values()))
-        header = header.replace("from endstate.core.tools",
-                                f"from typing import {used}\n\nfrom endstate.core.tools")
-    return header + "\n\n\n".join([*records.sources.values(), *stubs]) + "\n"
+    header = TOOLS_HEADER.format(domain=domain).replace(
+        "from endstate.core.tools", records.imports() + "from endstate.core.tools")
+    return header + "\n\n\n".join([*records.sources(), *stubs]) + "\n"
 
 
 TOOLS_HEADER = '''"""Tools of the {domain} domain, imported from tau2-bench by `grade import tau2`.
