@@ -70,19 +70,23 @@ def parity(episodes, domain_dirs, skip_invalid):
     """Re-interpret every recorded raw completion with this endstate's interpreter and compare
     tool names, typed arguments, reasoning and text with what the episode recorded (what the
     serving endpoint parsed, for the chat backend). Prints mismatches per turn, and whether the
-    episodes were prompted differently (few-shot, prefill, tool format, interpreter); exit 1 if
-    any.
+    episodes of one backend were prompted differently (few-shot, prefill, tool format,
+    interpreter); exit 1 if any. Episodes of different backends are each held against their own
+    re-interpretation: a chat endpoint lists tools natively and takes no prefill, so its
+    prompting is not compared with a token-level backend's.
 
     \b
     Example:
       rollout parity episodes.jsonl && echo "training and serving read the model alike"
+      rollout parity completions.jsonl chat.jsonl   # two backends, one audit
     """
     mismatches = turns = 0
     skip = SkipLog() if skip_invalid else None
     domains = Domains([*domain_dirs, *env_domain_dirs()])
-    policies = []
+    policies: dict[str, list] = {}  # backend -> the prompting of each of its episodes
     for loc, episode in read_jsonl(list(episodes), "episode", skip=skip):
-        policies.append(prompting.of(episode.get("policy") or {}))
+        policy = episode.get("policy") or {}
+        policies.setdefault(policy.get("backend") or "?", []).append(prompting.of(policy))
         tools = domains[episode["domain"]].tools if episode["domain"] in domains.by_name else {}
         params = {n: t.parameters for n, t in tools.items()}
         for i, m in enumerate(episode["messages"]):
@@ -105,11 +109,12 @@ def parity(episodes, domain_dirs, skip_invalid):
                 stdio.echo(f"{loc}: {episode['episode_id']} message {i}: " + "; ".join(problems))
     if skip:
         skip.report()
-    mixed = prompting.differences(policies)
-    if mixed:  # one comparison, two ways of prompting: the numbers would not mean one thing
-        mismatches += 1
-        stdio.echo("episodes were prompted differently: " + "; ".join(
-            f"{k} {' vs '.join(sorted(v))}" for k, v in mixed.items()))
+    for backend, promptings in policies.items():
+        mixed = prompting.differences(promptings)
+        if mixed:  # one backend, two ways of prompting: its numbers would not mean one thing
+            mismatches += 1
+            stdio.echo(f"{backend} episodes were prompted differently: " + "; ".join(
+                f"{k} {' vs '.join(sorted(v))}" for k, v in mixed.items()))
     click.echo(f"parity: {turns} turn(s), {mismatches} mismatch(es)", err=True)
     if mismatches:
         sys.exit(ExitCode.NO)
