@@ -76,7 +76,13 @@ def worker(out: Path, model_dir: Path, ds_path: Path) -> None:
     import torch.distributed as dist
 
     from endstate.grpo import engine
-    from endstate.grpo.engine import Policy, ds_config, init_distributed
+    from endstate.grpo.engine import (
+        Policy,
+        ds_config,
+        end_rank,
+        init_distributed,
+        leave_distributed,
+    )
     from endstate.grpo.export import export_checkpoint
 
     rank, world = init_distributed("cpu")
@@ -100,9 +106,8 @@ def worker(out: Path, model_dir: Path, ds_path: Path) -> None:
     if rank == 0:
         export_checkpoint(out / "ckpt", out / "export")
         (out / "result.json").write_text(json.dumps({"stats": stats, "ranks": every_rank}))
-    policy.engine.destroy()
-    dist.barrier()
-    dist.destroy_process_group()
+    leave_distributed(policy.engine, policy.ref)
+    end_rank()
 
 
 def zero3_config(path: Path) -> Path:

@@ -3,6 +3,7 @@ algorithm), and export DeepSpeed checkpoints as plain HF folders."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -118,9 +119,12 @@ def train(config_file, dry_run, quiet, **flags):
         argv = click.get_current_context().meta["grpo.argv"]
         dry_run_report(cfg, [a for a in argv if a != "--dry-run"])
         return
+    from endstate.grpo.engine import end_rank
     from endstate.grpo.train import train as run_training
 
     run_training(cfg, quiet)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a launched rank: see end_rank
+        end_rank(0)
 
 
 def dry_run_report(cfg, args: list[str]) -> None:

@@ -13,9 +13,10 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from endstate import CONFIGS_DIR
+from endstate.core import stdio
 from endstate.core.errors import EndstateError
 from endstate.core.local_model import drop_gguf_quantization, loading_bars_only_on_a_terminal
 from endstate.grpo.batch import Sample, collate, micro_batches
@@ -51,6 +52,36 @@ def init_distributed(device: str) -> tuple[int, int]:
         deepspeed.init_distributed(dist_backend="gloo" if device == "cpu" else "nccl",
                                    verbose=False)
     return dist.get_rank(), dist.get_world_size()
+
+
+def leave_distributed(*engines) -> None:
+    """Leave the process group together: each engine destroyed (its hooks and buffers), a barrier
+    (every rank's collectives and writes are done), then the group destroyed through DeepSpeed,
+    which also drops its own module-level references to it. A launched rank must then end with
+    `end_rank`: see there."""
+    import deepspeed.comm
+    import torch.distributed as dist
+
+    for engine in engines:
+        if hasattr(engine, "destroy"):  # a KL reference outside ZeRO-3 is a plain module
+            engine.destroy()
+    dist.barrier()
+    deepspeed.comm.destroy_process_group()
+
+
+def end_rank(status: int = 0) -> NoReturn:
+    """End a launched rank's process at once, after flushing its streams. DeepSpeed's ZeRO
+    engines stay reachable after destroy() (their hooks sit on autograd nodes, which the garbage
+    collector cannot see), and with them the world gloo group and DeepSpeed's clone of it: two
+    gloo_tcp_loop and four pt_gloo_runloop threads per rank outlive destroy_process_group. A
+    normal interpreter exit tears those groups down in C++ static destructors while the threads
+    still run and the peer rank is exiting too, which aborted a rank (SIGABRT) about once in
+    three CI runs. os._exit skips that teardown: the kernel ends the threads with the process."""
+    import logging
+
+    stdio.flush()
+    logging.shutdown()
+    os._exit(status)
 
 
 def resolve_ds_config(name_or_path: str) -> Path:

@@ -71,7 +71,13 @@ from endstate.grpo.checkpoint import (
     truncate_log,
 )
 from endstate.grpo.config import TrainConfig, pool_domains, pool_tasks
-from endstate.grpo.engine import Policy, ds_config, init_distributed, resolve_ds_config
+from endstate.grpo.engine import (
+    Policy,
+    ds_config,
+    init_distributed,
+    leave_distributed,
+    resolve_ds_config,
+)
 from endstate.grpo.metrics import loss_config, reduce_stats, step_metrics
 from endstate.grpo.retire import Retirement
 from endstate.grpo.rollouts import run_groups
@@ -319,10 +325,6 @@ def train(cfg: TrainConfig, quiet: bool = False) -> list[dict[str, Any]]:
     history = trainer.run()
     if trainer.rank == 0 and not quiet:
         log(f"checkpoints under {cfg.out}/checkpoints")
-    if trainer.world > 1:  # a launched rank: leave the group together, or a rank that exits
-        import torch.distributed as dist  # first can abort the others' communication threads
-
-        trainer.policy.engine.destroy()  # ZeRO-3's hooks and threads go before the group does
-        dist.barrier()
-        dist.destroy_process_group()
+    if trainer.world > 1:  # a launched rank: leave the group together (the CLI then ends the rank)
+        leave_distributed(trainer.policy.engine, trainer.policy.ref)
     return history
