@@ -16,7 +16,13 @@ The rule every float assertion in tests/ follows:
 5. `==` only where the result is exact: integers and counts, small-integer sums and dyadic
    quotients (2.5, 0.625), values copied bit for bit (one all-reduce result on every rank, a
    tensor saved and loaded, a rerun of the same ops in the same order).
-6. Bounds that rounding does not give are stated, with their source beside them: a reference
+6. A chain too long for the worst case to mean anything (a transformer's forward: ~10⁵ roundings,
+   where n·u is 1%) takes the probabilistic bound instead (`probable=True`): with independent
+   mean-zero rounding errors, |error| ≤ γ̃_n·M with γ̃_n = exp(λ√n·u + n·u²/(1 − u)) − 1, failing
+   with probability ≤ 2n·exp(−λ²(1 − u)²/2) (Higham and Mary, "A new approach to probabilistic
+   rounding error analysis", SIAM J. Sci. Comput. 41(5), 2019); λ is set for 10⁻⁶.
+   `decoder_terms` counts n for a decoder-only transformer.
+7. Bounds that rounding does not give are stated, with their source beside them: a reference
    library's documented accuracy or an iteration's stopping rule (`stated`), and a Monte-Carlo
    estimate's sampling error, z binomial standard errors (`binomial_se`).
 """
@@ -42,12 +48,19 @@ def unit_roundoff(dtype: Any) -> float:
     return float(np.finfo(dtype).eps) / 2
 
 
-def gamma(terms: int, dtype: Any) -> float:
-    """γ_n = n·u / (1 − n·u): the relative error bound of n roundings in `dtype`."""
+FAILURE = 1e-6  # the probability the probabilistic bound is allowed to fail
+
+
+def gamma(terms: int, dtype: Any, probable: bool = False) -> float:
+    """γ_n = n·u / (1 − n·u), the relative error bound of n roundings in `dtype`; probable: γ̃_n."""
     if terms < 1:
         raise ValueError(f"terms={terms}: a computed value has at least one rounding; compare "
                          "an exact result with ==")
-    nu = terms * unit_roundoff(dtype)
+    u = unit_roundoff(dtype)
+    if probable:
+        lam = math.sqrt(2 * math.log(2 * terms / FAILURE)) / (1 - u)
+        return math.expm1(lam * math.sqrt(terms) * u + terms * u * u / (1 - u))
+    nu = terms * u
     if nu >= 1:
         raise ValueError(f"terms={terms}: n·u = {nu:g} ≥ 1 in {dtype}, no bound holds")
     return nu / (1 - nu)
@@ -59,31 +72,34 @@ def _scalar(magnitude: Any) -> float:
     return abs(float(magnitude))
 
 
-def tolerance(dtype: Any, *, terms: int = 1, magnitude: Any = None,
-              reference: Any = None) -> tuple[float, float]:
+def tolerance(dtype: Any, *, terms: int = 1, magnitude: Any = None, reference: Any = None,
+              probable: bool = False) -> tuple[float, float]:
     """(rtol, atol) for two computations of one value: `dtype` with `terms` roundings against a
     reference computed the same way in `reference` (default: the same dtype). With `magnitude`
     the bound is absolute, (0, (γ + γ_ref)·M); without it relative, (γ + γ_ref, 0)."""
-    bound = gamma(terms, dtype) + gamma(terms, dtype if reference is None else reference)
+    bound = (gamma(terms, dtype, probable)
+             + gamma(terms, dtype if reference is None else reference, probable))
     if magnitude is None:
         return bound, 0.0
     return 0.0, bound * _scalar(magnitude)
 
 
 def approx(expected: Any, *, dtype: Any, terms: int = 1, magnitude: Any = None,
-           reference: Any = None):
+           reference: Any = None, probable: bool = False):
     """pytest.approx(expected) within `tolerance(...)`, for `actual == approx(...)`; works on
     numbers, sequences and dicts as pytest.approx does (and without its default 1e-6)."""
-    rtol, atol = tolerance(dtype, terms=terms, magnitude=magnitude, reference=reference)
+    rtol, atol = tolerance(dtype, terms=terms, magnitude=magnitude, reference=reference,
+                           probable=probable)
     return pytest.approx(expected, rel=rtol, abs=atol)
 
 
 def assert_close(actual: Any, expected: Any, *, dtype: Any, terms: int = 1, magnitude: Any = None,
-                 reference: Any = None, msg: str | None = None) -> None:
+                 reference: Any = None, probable: bool = False, msg: str | None = None) -> None:
     """Fail unless |actual − expected| ≤ atol + rtol·|expected| everywhere, with (rtol, atol) from
     `tolerance(...)`. Torch tensors go through torch.testing.assert_close (which also checks
     shape and dtype), numpy arrays through numpy.testing, anything else through `approx`."""
-    rtol, atol = tolerance(dtype, terms=terms, magnitude=magnitude, reference=reference)
+    rtol, atol = tolerance(dtype, terms=terms, magnitude=magnitude, reference=reference,
+                           probable=probable)
     if type(actual).__module__.startswith("torch"):
         import torch
 
@@ -94,6 +110,23 @@ def assert_close(actual: Any, expected: Any, *, dtype: Any, terms: int = 1, magn
         np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=msg or "")
     else:
         assert actual == pytest.approx(expected, rel=rtol, abs=atol), msg
+
+
+def decoder_terms(config: Any, positions: int) -> int:
+    """n for one log-prob of a decoder-only transformer (a transformers config): per layer two
+    RMSNorms and the q/k/v, o and gate/up projections (H terms each), the scores (head dim), the
+    softmax and the attention sum (`positions` each) and the down projection (intermediate);
+    then the final norm and the lm_head (H each) and the log-softmax (vocabulary)."""
+    H = config.hidden_size
+    layer = 5 * H + H // config.num_attention_heads + 2 * positions + config.intermediate_size
+    return config.num_hidden_layers * layer + 2 * H + config.vocab_size
+
+
+def logprob_magnitude(logits: Any) -> float:
+    """M for log-probs log_softmax(z) of logits z (..., V), whose error bound is max|z|'s: log p
+    moves by at most twice its logits' error (each Jacobian row has ℓ1 norm ≤ 2), and the
+    log-sum-exp rounds at its own scale (≤ max|z| + log V): 3·max|z| + log V."""
+    return 3 * float(logits.abs().max()) + math.log(logits.shape[-1])
 
 
 def stated(expected: Any, *, rel: float = 0.0, abs: float = 0.0):
