@@ -129,6 +129,16 @@ def logprob_magnitude(logits: Any) -> float:
     return 3 * float(logits.abs().max()) + math.log(logits.shape[-1])
 
 
+# scipy's betainc (and stats.beta, stdtr) is Cephes' incbet up to scipy 1.11, the floor this suite
+# also runs on; its accuracy table gives the peak relative error by the domain of a and b.
+INCBET_PEAK = ((5, 6.9e-15), (85, 2.2e-13), (1000, 5.3e-12), (1e4, 9.3e-11), (1e5, 8.7e-10))
+
+
+def incbet_error(a: float, b: float) -> float:
+    """Cephes incbet's documented peak relative error for parameters up to max(a, b)."""
+    return next(peak for bound, peak in INCBET_PEAK if max(a, b) <= bound)
+
+
 def stated(expected: Any, *, rel: float = 0.0, abs: float = 0.0):
     """pytest.approx(expected) within a bound that is not rounding: a reference's documented
     accuracy, an iteration's stopping rule. The caller's comment names the source."""
