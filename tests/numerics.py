@@ -67,6 +67,8 @@ def gamma(terms: int, dtype: Any, probable: bool = False) -> float:
 
 
 def _scalar(magnitude: Any) -> float:
+    if hasattr(magnitude, "detach"):  # a tensor: a number, not part of any graph
+        magnitude = magnitude.detach()
     if hasattr(magnitude, "abs"):  # a tensor or array: its largest entry bounds every element
         return float(magnitude.abs().max())
     return abs(float(magnitude))
@@ -126,7 +128,7 @@ def logprob_magnitude(logits: Any) -> float:
     """M for log-probs log_softmax(z) of logits z (..., V), whose error bound is max|z|'s: log p
     moves by at most twice its logits' error (each Jacobian row has ℓ1 norm ≤ 2), and the
     log-sum-exp rounds at its own scale (≤ max|z| + log V): 3·max|z| + log V."""
-    return 3 * float(logits.abs().max()) + math.log(logits.shape[-1])
+    return 3 * _scalar(logits) + math.log(logits.shape[-1])
 
 
 # scipy's betainc (and stats.beta, stdtr) is Cephes' incbet up to scipy 1.11, the floor this suite

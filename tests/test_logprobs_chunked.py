@@ -18,6 +18,8 @@ from endstate.grpo.logprobs import chunked_token_logprobs, head_logprobs
 
 V, H = 50, 16
 
+pytestmark = pytest.mark.numerics  # every test here compares floating-point kernels
+
 
 def inputs(seed: int = 0):
     g = torch.Generator().manual_seed(seed)

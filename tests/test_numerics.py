@@ -6,6 +6,8 @@ import pytest
 import torch
 from numerics import approx, assert_close, binomial_se, gamma, stated, tolerance, unit_roundoff
 
+pytestmark = pytest.mark.numerics  # every test here compares floating-point kernels
+
 
 def test_unit_roundoff_of_each_dtype():
     assert unit_roundoff(torch.float32) == unit_roundoff(np.float32) == unit_roundoff("float32") == 2.0 ** -24
