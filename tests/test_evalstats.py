@@ -26,7 +26,6 @@ from endstate.evalstats import tally as Tl
 from endstate.evalstats.cli import cli
 from endstate.evalstats.compare import compare
 
-
 # Bounds that are not rounding (tests/numerics.py rule 7): scipy's incomplete beta within
 # incbet_error, ours held to the same figure, so two implementations of one value differ by at
 # most twice it; scipy ≤ 1.10's stdtrit (cdflib's cdft) stops its search at relative 1e-8.
