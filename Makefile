@@ -50,6 +50,15 @@ test: setup ## run the test suite (no GPU, no network)
 test-slow: setup ## the slow tests (ENDSTATE_SLOW=1), e.g. slurm/grpo.sbatch rehearsed as 2 nodes × 2 ranks on CPU
 	ENDSTATE_SLOW=1 $(PY) -m pytest -q -p no:xdist -m slow
 
+.PHONY: test-numerics
+test-numerics: setup ## the floating-point tests (-m numerics) on torch's plain kernels, on 2 threads, then as make test runs them
+	# ATEN_CPU_CAPABILITY=default: no SIMD kernels. OMP_NUM_THREADS=2: other reduction splits (one
+	# process: two workers of two threads would oversubscribe 2 cores). Then the default: conftest.py's
+	# one thread per worker and the best SIMD kernels this CPU has.
+	ATEN_CPU_CAPABILITY=default $(PY) -m pytest -q -n 2 -m numerics
+	OMP_NUM_THREADS=2 $(PY) -m pytest -q -p no:xdist -m numerics
+	$(PY) -m pytest -q -n 2 -m numerics
+
 bench: setup ## run the performance benchmarks (they print ratios against in-run baselines)
 	# the baselines some benchmarks compare against (TRL for bench_grpo), on the torch in use
 	$(PIP_INSTALL) $(PY) -e '.[bench]' "torch==$$($(PY) -c 'import torch; print(torch.__version__)')"

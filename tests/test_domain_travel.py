@@ -52,7 +52,8 @@ def test_seed_is_realistic_in_size_and_deterministic(travel):
     assert count("SELECT COUNT(*) FROM hotels") == 200
     assert count("SELECT COUNT(*) FROM bookings") == 6000
     assert count("SELECT COUNT(*) FROM employees WHERE manager_id IS NULL") == 1  # only the CEO
-    # every booking was charged once, and a cancelled one's charges net to its fee
+    # every booking was charged once, and a cancelled one's charges net to its fee; amounts are
+    # whole cents, so half a cent separates a REAL sum's rounding from a missing cent
     assert count("SELECT COUNT(*) FROM bookings b WHERE (SELECT COUNT(*) FROM payments p "
                  "WHERE p.booking_id = b.id AND p.kind = 'charge') != 1") == 0
     assert count("SELECT COUNT(*) FROM bookings b WHERE status = 'cancelled' AND abs(cancel_fee - "

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numerics import approx, incbet_error, stated
 
 from endstate.core.schemas import Attempt, problem
 from endstate.evalstats import estimands as S
@@ -24,6 +25,27 @@ from endstate.evalstats import intervals as I
 from endstate.evalstats import tally as Tl
 from endstate.evalstats.cli import cli
 from endstate.evalstats.compare import compare
+
+# Bounds that are not rounding (tests/numerics.py rule 7): scipy's incomplete beta within
+# incbet_error, ours held to the same figure, so two implementations of one value differ by at
+# most twice it; scipy ≤ 1.10's stdtrit (cdflib's cdft) stops its search at relative 1e-8.
+STDTRIT_TOL = 1e-8
+
+
+def se_magnitude(ns, cs, *, pooled=True, clusters=None) -> float:
+    """M for the population SE of docs/evalstats.md (rule 3): √V with V = k·Σ_g S_g²/T², S_g the
+    cluster sums of e_i = (c_i − v·n_i)/(N/T) (pooled) or s_i − v, which cancel. Errors ≤ γ·A_g in
+    S_g (A_g: the same sums of |c_i| + v·n_i, or s_i + v) move √V by ≤ γ·k·Σ_g A_g²/T²/√V; the
+    floor, where it binds, has no cancellation: √V itself."""
+    ns, cs = np.asarray(ns, float), np.asarray(cs, float)
+    T, N, s = len(ns), ns.sum(), cs / ns
+    value = cs.sum() / N if pooled else s.mean()
+    a = (cs + value * ns) / (N / T) if pooled else s + value
+    labels = np.arange(T) if clusters is None else np.asarray(clusters)
+    sums = np.array([a[labels == g].sum() for g in np.unique(labels)])
+    G = len(sums)
+    se = reference(ns, cs, pooled=pooled, clusters=clusters)[1]
+    return max(G / (G - 1) * float(np.sum(sums ** 2)) / T ** 2 / se, se)
 
 
 def enumerate_pass(n, c, k):
@@ -43,8 +65,11 @@ small = st.integers(1, 10).flatmap(lambda n: st.tuples(st.just(n), st.integers(0
 def test_estimators_equal_exact_enumeration(nck):
     n, c, k = nck
     anyone, everyone = enumerate_pass(n, c, k)
-    assert math.isclose(E.pass_at_k(n, c, k), anyone, abs_tol=1e-12)
-    assert math.isclose(E.pass_hat_k(n, c, k), everyone, abs_tol=1e-12)
+    # pass@k: c factors 1 − k/j, each 2 roundings whose subtraction amplifies k/j's by ≤ k, then
+    # 1 − Π over |terms| ≤ 2; pass^k: k quotients multiplied, nothing cancels. Against the exact
+    # fraction rounded once.
+    assert E.pass_at_k(n, c, k) == approx(float(anyone), dtype=float, terms=c * (k + 2) + 1, magnitude=2)
+    assert E.pass_hat_k(n, c, k) == approx(float(everyone), dtype=float, terms=2 * k + 1)
 
 
 def test_estimator_edge_cases():
@@ -53,22 +78,28 @@ def test_estimator_edge_cases():
     assert E.pass_at_k(5, 3, 0) == 0.0 and E.pass_hat_k(5, 3, 0) == 1.0  # k = 0
     assert E.pass_at_k(5, 1, 5) == 1.0 and E.pass_at_k(5, 0, 5) == 0.0  # k = n
     assert E.pass_hat_k(5, 5, 5) == 1.0 and E.pass_hat_k(5, 4, 5) == 0.0
-    assert E.pass_hat_k(4, 3, 2) == 0.5 and E.pass_at_k(4, 1, 2) == 0.5
+    # (3/4)·(2/3) rounds to 0.5 (2/3 is not exact); 1 − (1 − 2/4) is
+    assert E.pass_hat_k(4, 3, 2) == approx(0.5, dtype=float, terms=4) and E.pass_at_k(4, 1, 2) == 0.5
     with pytest.raises(ValueError, match="0 <= k <= n"):
         E.pass_at_k(3, 1, 4)
     with pytest.raises(ValueError, match="0 <= k <= n"):
         E.pass_hat_k(3, 1, 4)
-    assert E.pass_at_k(200, 3, 100) == pytest.approx(1 - math.comb(197, 100) / math.comb(200, 100))
+    # as above with c = 3, k/(j − k) ≤ 100/98; the reference: one correctly rounded quotient, 1 −
+    assert E.pass_at_k(200, 3, 100) == approx(1 - math.comb(197, 100) / math.comb(200, 100), dtype=float,
+                                              terms=3 * 4 + 1, magnitude=2)
 
 
 def _inverse_matches(x, a, b, q, sp, abs=0.0):
     """x = I⁻¹(q; a, b) equals scipy's betaincinv; where the two differ, scipy's betainc decides:
     it must map ours back to q and not scipy's (scipy 1.10, the floor, misses far tails such as
-    a = 2e4, b = 0.5, q = 1e-9: its answer has betainc 0.0)."""
+    a = 2e4, b = 0.5, q = 1e-9: its answer has betainc 0.0). A quantile's error is its CDF's
+    (≤ 2·incbet_error) times the condition number q/(x·density), large in steep corners: the
+    first look passes agreement to 1e-8 (Cephes incbi's documented peak is 8.3e-11); past it,
+    the CDF decides, at 1e-6, only which of the two maps back onto q."""
     reference = sp.betaincinv(a, b, q)
-    if x != pytest.approx(reference, rel=1e-8, abs=abs):
-        assert sp.betainc(a, b, x) == pytest.approx(q, rel=1e-6)
-        assert sp.betainc(a, b, reference) != pytest.approx(q, rel=1e-6)
+    if x != stated(reference, rel=1e-8, abs=abs):
+        assert sp.betainc(a, b, x) == stated(q, rel=1e-6)
+        assert sp.betainc(a, b, reference) != stated(q, rel=1e-6)
 
 
 def test_special_functions_match_scipy():
@@ -77,8 +108,8 @@ def test_special_functions_match_scipy():
     from endstate.evalstats import special
     grid = [0.5, 1.0, 2.5, 10.0, 400.0, 2e4]
     for a, b in itertools.product(grid, grid):
-        for x in (1e-6, 0.01, 0.3, 0.5, 0.77, 0.999):
-            assert special.betainc(a, b, x) == pytest.approx(sp.betainc(a, b, x), rel=1e-9, abs=1e-12)
+        for x in (1e-6, 0.01, 0.3, 0.5, 0.77, 0.999):  # below 1e-12: tails no interval resolves
+            assert special.betainc(a, b, x) == stated(sp.betainc(a, b, x), rel=2 * incbet_error(a, b), abs=1e-12)
         for q in (1e-9, 0.025, 0.5, 0.975):
             _inverse_matches(special.betaincinv(a, b, q), a, b, q, sp)
     for a, b in [(0.01, 5.0), (0.3, 0.2), (1e-3, 1e-3), (0.05, 2000.0)]:  # steep densities
@@ -87,9 +118,10 @@ def test_special_functions_match_scipy():
     for df in (1, 2, 3, 9, 29, 199, 1e5):
         for q in (0.001, 0.025, 0.3, 0.975):
             x = special.t_ppf(q, df)
-            assert sp.stdtr(df, x) == pytest.approx(q, rel=1e-9)  # scipy's CDF maps it back
-            assert x == pytest.approx(sp.stdtrit(df, q), rel=1e-8)  # scipy 1.10's stdtrit: ~2e-9
-            assert special.t_cdf(x, df) == pytest.approx(sp.stdtr(df, x), abs=1e-10)
+            peak = incbet_error(df / 2, 0.5)  # the t CDF is 0.5·I(df/2, 1/2) of a tail ≤ 1
+            assert sp.stdtr(df, x) == stated(q, rel=2 * peak)  # scipy's CDF maps it back
+            assert x == stated(sp.stdtrit(df, q), rel=STDTRIT_TOL)  # scipy 1.10's stdtrit: ~2e-9
+            assert special.t_cdf(x, df) == stated(sp.stdtr(df, x), abs=2 * peak)
 
 
 def reference(ns, cs, *, pooled=True, clusters=None, estimand="population"):
@@ -133,9 +165,16 @@ def test_estimands_match_an_independent_computation(ns, cs, clusters, pooled, es
             return
     got = S.pass_at_1(ns, cs, pooled=pooled, estimand=estimand, clusters=clusters)
     value, se, ci = reference(ns, cs, pooled=pooled, clusters=clusters, estimand=estimand)
-    assert got["value"] == pytest.approx(value, rel=1e-12)
-    assert got["se"] == pytest.approx(se, rel=1e-12)
-    assert got["ci95"] == pytest.approx(ci, rel=1e-7, abs=1e-12)
+    T, n = len(ns), max(ns)
+    assert got["value"] == approx(value, dtype=float, terms=T + 2)  # a quotient of sums, or a mean
+    if estimand == "population":  # cluster sums that cancel, then squares, a sum and √
+        assert got["se"] == approx(se, dtype=float, terms=T + 6,
+                                   magnitude=se_magnitude(ns, cs, pooled=pooled, clusters=clusters))
+    else:  # Σ w²·s(1 − s)/(n − 1): nothing cancels but 1 − s, which amplifies s's rounding ≤ n
+        assert got["se"] == approx(se, dtype=float, terms=T * (n + 6) + 3)
+    # the beta quantile's (ours and scipy's within STDTRIT_TOL) at parameters carrying the SE's
+    # rounding, which the quantile's slope amplifies: 1e-7
+    assert got["ci95"] == stated(ci, rel=1e-7, abs=1e-12)
     assert got["ci95"][0] <= got["value"] <= got["ci95"][1]
 
 
@@ -144,13 +183,14 @@ def test_pooled_interval_is_the_pooled_estimates_own():
     [0, 0.740], which excluded it. Each estimand now has its own interval around itself."""
     pooled = S.pass_at_1([100, 2, 2, 2], [100, 0, 0, 0], pooled=True)
     mean = S.pass_at_1([100, 2, 2, 2], [100, 0, 0, 0], pooled=False)
-    assert pooled["value"] == pytest.approx(100 / 106) and mean["value"] == 0.25
+    assert pooled["value"] == approx(100 / 106, dtype=float, terms=2) and mean["value"] == 0.25  # (1 + 0·3)/4
     assert pooled["ci95"][0] < 100 / 106 < pooled["ci95"][1]
     assert mean["ci95"][0] < 0.25 < mean["ci95"][1]
     # the ratio estimator's SE: sqrt(T/(T-1) · Σ(c_i - R n_i)²) / N
     R = Fraction(100, 106)
     var = Fraction(4, 3) * sum((c - R * n) ** 2 for n, c in [(100, 100), (2, 0), (2, 0), (2, 0)])
-    assert pooled["se"] == pytest.approx(math.sqrt(var) / 106, rel=1e-12)
+    assert pooled["se"] == approx(math.sqrt(var) / 106, dtype=float, terms=4 + 6,
+                                  magnitude=se_magnitude([100, 2, 2, 2], [100, 0, 0, 0]))
 
 
 def test_singleton_clusters_reproduce_the_unclustered_se_exactly():
@@ -160,7 +200,8 @@ def test_singleton_clusters_reproduce_the_unclustered_se_exactly():
     single = S.pass_at_1(ns, cs, pooled=False, clusters=list(range(7)))
     assert single == plain
     rates = [c / 20 for c in cs]
-    assert plain["se"] == pytest.approx(float(np.std(rates, ddof=1)) / math.sqrt(7), rel=1e-12)
+    assert plain["se"] == approx(float(np.std(rates, ddof=1)) / math.sqrt(7), dtype=float, terms=7 + 6,
+                                 magnitude=se_magnitude(ns, cs, pooled=False))
     assert S.pass_at_1(ns, cs, pooled=False, clusters=[0] * 7)["se"] is None  # one cluster
 
 
@@ -174,15 +215,16 @@ def test_finite_samples_never_give_zero_width():
     assert 0.5 < I.prob_positive(0.5, spread) < 0.95
     # the floor: V0/(df + 1) with V0 the binomial variance at the smoothed rate of both runs
     floor = sum(p * (1 - p) / 4 for p in (0.5 / 5, 2.5 / 5))
-    assert spread.variance == pytest.approx(floor / 2, rel=1e-12) and spread.df == 1
+    assert spread.variance == approx(floor / 2, dtype=float, terms=8) and spread.df == 1  # p(1 − p)/4 twice, /2
 
 
 def test_p_new_better_is_the_t_cdf():
     from scipy import stats
     spread = I.Spread(0.01, 9.0)
-    assert I.prob_positive(0.05, spread) == pytest.approx(stats.t.cdf(0.5, 9), abs=1e-12)
-    assert I.difference_interval(0.05, spread) == pytest.approx(
-        [0.05 - stats.t.ppf(0.975, 9) * 0.1, 0.05 + stats.t.ppf(0.975, 9) * 0.1], rel=1e-10)
+    assert I.prob_positive(0.05, spread) == stated(stats.t.cdf(0.5, 9), abs=2 * incbet_error(4.5, 0.5))
+    t = stats.t.ppf(0.975, 9)  # ours and scipy's quantile: within STDTRIT_TOL, times the SE 0.1
+    assert I.difference_interval(0.05, spread) == stated([0.05 - t * 0.1, 0.05 + t * 0.1],
+                                                         abs=STDTRIT_TOL * t * 0.1)
 
 
 # --- data -----------------------------------------------------------------------------------------
@@ -225,58 +267,69 @@ def test_hand_computed_metrics(hand):
     assert problem("metrics", report) is None
     g = report["overall"]
     assert (g["tasks"], g["attempts"], g["system_errors"], g["successes"]) == (3, 12, 1, 8)
-    assert g["pass_at_1"] == pytest.approx(8 / 12) and g["pass_at_1_task_mean"] == pytest.approx(2 / 3)
-    assert g["pass_at_k"] == pytest.approx({"1": 2 / 3, "4": 1.0})  # default k: 1 and n = 4
-    assert g["pass_hat_k"] == pytest.approx({"1": 2 / 3, "4": 1 / 3})
+    # float64 (numerics rule 1): a pooled rate is one quotient, a task mean T + 1 roundings; pass@k
+    # averages T per-task values of n·(k + 2) + 1 roundings at |terms| ≤ 2 (test_estimators_...);
+    # pass^k T products of 2k quotients
+    assert g["pass_at_1"] == approx(8 / 12, dtype=float) and g["pass_at_1_task_mean"] == approx(2 / 3, dtype=float, terms=4)
+    assert g["pass_at_k"] == approx({"1": 2 / 3, "4": 1.0}, dtype=float, terms=4 * 6 + 4, magnitude=2)  # default k: 1 and n = 4
+    assert g["pass_hat_k"] == approx({"1": 2 / 3, "4": 1 / 3}, dtype=float, terms=2 * 4 + 4)
     obs = g["observed_all"]
     assert (obs["k"], obs["k_min"], obs["k_max"], obs["count"]) == (4, 4, 4, 1)
-    assert obs["fraction"] == pytest.approx(1 / 3)
+    assert obs["fraction"] == approx(1 / 3, dtype=float)
     value, se, ci = reference([4, 4, 4], [3, 4, 1])
     assert g["estimand"] == "population"
-    assert (g["pass_at_1_se"], g["pass_at_1_ci95"]) == (pytest.approx(se), pytest.approx(ci))
-    assert g["pass_at_1_task_mean_se"] == pytest.approx(se)  # equal n: the same estimand
-    # by hand: sd(s)²/T = 0.1458333/3; floor V0/3 = p(1-p)/4/3/3 with p = 8.5/13: not binding
-    assert se == pytest.approx(math.sqrt(0.1458333333 / 3), rel=1e-9)
+    same_se = approx(se, dtype=float, terms=3 + 6, magnitude=se_magnitude([4, 4, 4], [3, 4, 1]))
+    assert (g["pass_at_1_se"], g["pass_at_1_ci95"]) == (same_se, stated(ci, rel=1e-7))  # as in test_estimands_...
+    assert g["pass_at_1_task_mean_se"] == same_se  # equal n: the same estimand
+    # by hand: sd(s)²/T = (7/48)/3; floor V0/3 = p(1-p)/4/3/3 with p = 8.5/13: not binding
+    assert se == approx(math.sqrt(7 / 48 / 3), dtype=float, terms=3 + 6,
+                        magnitude=se_magnitude([4, 4, 4], [3, 4, 1], pooled=False))
     assert g["pass_at_k_ci95"]["4"][1] == 1.0 and g["pass_hat_k_ci95"]["4"][0] < 1 / 3
     assert g["pass_at_k_ci95"]["1"] == g["pass_hat_k_ci95"]["1"] == g["pass_at_1_task_mean_ci95"]
-    assert g["cost"] == {"total_usd": pytest.approx(1.25), "per_success_usd": pytest.approx(0.15625),
-                         "per_reliable_task_usd": pytest.approx(1.25), "priced_attempts": 13,
+    # 13 positive costs summed (13 roundings), then one quotient
+    assert g["cost"] == {"total_usd": approx(1.25, dtype=float, terms=13),
+                         "per_success_usd": approx(0.15625, dtype=float, terms=14),
+                         "per_reliable_task_usd": approx(1.25, dtype=float, terms=14), "priced_attempts": 13,
                          "unpriced_attempts": 0}
 
 
 def test_hand_computed_k_by_and_cluster(hand):
     report = orjson.loads(run(["--k", "2", "--by", "domain", "--cluster", "domain", hand]).stdout)
     g = report["overall"]
-    assert g["pass_at_k"] == pytest.approx({"2": 2.5 / 3})  # A 1, B 1, C 1 - 3/6
-    assert g["pass_hat_k"] == pytest.approx({"2": 0.5})  # A 3/6, B 1, C 0
-    # CR1, clusters {A}, {B, C}: G/(G-1) · ((1/12)² + (-1/12)²) / T², floored at V0/2
+    assert g["pass_at_k"] == approx({"2": 2.5 / 3}, dtype=float, terms=4 * 4 + 4, magnitude=2)  # A 1, B 1, C 1 - 3/6
+    assert g["pass_hat_k"] == approx({"2": 0.5}, dtype=float, terms=2 * 2 + 4)  # A 3/6, B 1, C 0
+    # CR1, clusters {A}, {B, C}: G/(G-1) · ((1/12)² + (-1/12)²) / T², floored at V0/2, which
+    # binds: p(1 − p)/24 with 1 − p amplifying p's rounding by 2, then √
     raw = 2 * 2 * (1 / 12) ** 2 / 9
     p = 8.5 / 13
-    assert g["pass_at_1_se"] == pytest.approx(math.sqrt(max(raw, p * (1 - p) / 12 / 2)))
-    assert g["pass_at_1_se"] == pytest.approx(reference([4, 4, 4], [3, 4, 1], clusters=[0, 1, 1])[1])
+    floored = approx(math.sqrt(max(raw, p * (1 - p) / 12 / 2)), dtype=float, terms=8)
+    assert g["pass_at_1_se"] == floored
+    assert g["pass_at_1_se"] == approx(reference([4, 4, 4], [3, 4, 1], clusters=[0, 1, 1])[1], dtype=float,
+                                       terms=8)
     retail, travel = report["by_domain"]["retail"], report["by_domain"]["travel"]
-    assert (retail["tasks"], retail["system_errors"], retail["pass_at_1"]) == (1, 1, 0.75)
-    assert retail["cost"] == {"total_usd": pytest.approx(0.45), "per_success_usd": pytest.approx(0.15),
+    assert (retail["tasks"], retail["system_errors"], retail["pass_at_1"]) == (1, 1, 0.75)  # 3/4: exact
+    assert retail["cost"] == {"total_usd": approx(0.45, dtype=float, terms=5),  # 5 costs, then 1 quotient
+                              "per_success_usd": approx(0.15, dtype=float, terms=6),
                               "per_reliable_task_usd": None, "priced_attempts": 5,
                               "unpriced_attempts": 0}
-    assert travel["pass_at_1"] == 0.625 and travel["observed_all"]["count"] == 1
-    assert travel["cost"]["per_reliable_task_usd"] == pytest.approx(0.8)
+    assert travel["pass_at_1"] == 0.625 and travel["observed_all"]["count"] == 1  # 5/8: exact
+    assert travel["cost"]["per_reliable_task_usd"] == approx(0.8, dtype=float, terms=9)
     assert list(report) == ["overall", "by_domain"]
 
 
 def test_price_overrides_cost_usd(hand):
     report = orjson.loads(run(["--price", "m=1000,2000", hand]).stdout)
-    # each attempt: (100 * 1000 + 50 * 2000) / 1e6 = $0.20; 13 attempts
-    assert report["overall"]["cost"]["total_usd"] == pytest.approx(2.6)
-    assert report["overall"]["cost"]["per_reliable_task_usd"] == pytest.approx(2.6)
+    # each attempt: (100 * 1000 + 50 * 2000) / 1e6 = $0.20 (3 roundings); 13 attempts summed
+    assert report["overall"]["cost"]["total_usd"] == approx(2.6, dtype=float, terms=13 + 3)
+    assert report["overall"]["cost"]["per_reliable_task_usd"] == approx(2.6, dtype=float, terms=13 + 4)
     other = orjson.loads(run(["--price", "other=1,1", hand]).stdout)
-    assert other["overall"]["cost"]["total_usd"] == pytest.approx(1.25)
+    assert other["overall"]["cost"]["total_usd"] == approx(1.25, dtype=float, terms=13)
 
 
 def test_partial_costs_are_flagged(tmp_path):
     data = [*rows("A", [1, 0], "r"), *rows("B", [1], "r", cost=None)]
     result = run([write(tmp_path / "p.jsonl", data)])
-    assert orjson.loads(result.stdout)["overall"]["cost"]["total_usd"] == pytest.approx(0.2)
+    assert orjson.loads(result.stdout)["overall"]["cost"]["total_usd"] == approx(0.2, dtype=float, terms=2)
     assert result.stderr == ("evalstats: only 2 of 3 attempts have a cost (cost_usd, or --price for "
                              "their model); the costs cover those only\n")
 
@@ -419,25 +472,33 @@ def test_compare_by_hand(tmp_path):
     se, t2 = 0.25 / math.sqrt(3), stats.t.ppf(0.975, 2)  # d = (.5, .25, 0): sd 0.25, df 2
     ci95 = r["pass_at_1"].pop("ci95")
     assert r["estimand"] == "population"
-    assert r["pass_at_1"] == pytest.approx({"statistic": "pooled", "base": 0.5, "new": 0.75,
-                                            "delta": 0.25, "se": se})
-    assert ci95 == pytest.approx([0.25 - t2 * se, 0.25 + t2 * se])
+    # the rates and their differences are dyadic (exact); the SE: deviations from their mean
+    # squared, summed, /(T − 1), √, /√T — with the reference's 3 roundings
+    assert r["pass_at_1"].pop("statistic") == "pooled"
+    assert r["pass_at_1"] == approx({"base": 0.5, "new": 0.75, "delta": 0.25, "se": se}, dtype=float, terms=3 * 3 + 6)
+    # ours and scipy's t quantile: within STDTRIT_TOL, times the SE
+    assert ci95 == stated([0.25 - t2 * se, 0.25 + t2 * se], abs=STDTRIT_TOL * t2 * se)
     assert r["pass_at_1_task_mean"]["delta"] == 0.25  # equal n: the same as pooled
     ci_k = r["pass_at_k"].pop("ci95")
-    assert r["pass_at_k"] == pytest.approx({"k": 4, "base": 2 / 3, "new": 1.0, "delta": 1 / 3})
+    k_values = approx({"k": 4, "base": 2 / 3, "new": 1.0, "delta": 1 / 3}, dtype=float, terms=4 * 6 + 4 + 1,
+                      magnitude=2)  # per-task pass@4 as in test_hand_computed_metrics, then new − base
+    assert r["pass_at_k"] == k_values
     assert ci_k[0] < 1 / 3 < ci_k[1]
-    assert r["pass_hat_k"]["k"] == 4 and r["pass_hat_k"]["delta"] == pytest.approx(1 / 3)
+    assert r["pass_hat_k"]["k"] == 4 and r["pass_hat_k"]["delta"] == approx(1 / 3, dtype=float, terms=2 * 4 + 5,
+                                                                            magnitude=2)
     ci_all = r["observed_all"].pop("delta_fraction_ci95")
-    assert r["observed_all"] == pytest.approx({"k": 4, "base": 1, "new": 2, "delta": 1,
-                                               "base_fraction": 1 / 3, "new_fraction": 2 / 3,
-                                               "delta_fraction": 1 / 3})
+    assert r["observed_all"] == approx({"k": 4, "base": 1, "new": 2, "delta": 1,  # counts over T = 3
+                                        "base_fraction": 1 / 3, "new_fraction": 2 / 3,
+                                        "delta_fraction": 1 / 3}, dtype=float, terms=2, magnitude=1)
     assert ci_all[0] < 1 / 3 < ci_all[1]
-    assert r["correlation"] == pytest.approx(math.sqrt(3) / 2)
-    assert r["p_new_better"] == pytest.approx(stats.t.cdf(math.sqrt(3), 2))
+    # Pearson's r of T = 3 pairs: centred sums of products, two norms, √, / (|r| ≤ 1 by
+    # Cauchy–Schwarz bounds the normalised |terms|)
+    assert r["correlation"] == approx(math.sqrt(3) / 2, dtype=float, terms=4 * 3 + 4, magnitude=1)
+    assert r["p_new_better"] == stated(stats.t.cdf(math.sqrt(3), 2), abs=2 * incbet_error(1, 0.5))
     assert r["gained"] == {"pass_at_k": ["B"], "observed_all": ["A"]}
     assert r["lost"] == {"pass_at_k": [], "observed_all": []}
     travel = r["by_domain"]["travel"]
-    assert travel["tasks"] == 2 and travel["pass_at_1"]["delta"] == pytest.approx(0.125)
+    assert travel["tasks"] == 2 and travel["pass_at_1"]["delta"] == 0.125  # 5/8 − 4/8: dyadic, exact
     base = [msgspec.convert(r, Attempt) for r in BASE]
     counts = G.group_tasks(Tl.tally_fn([], {})(base))["overall"]
     assert compare(counts, counts)["p_new_better"] == 0.5
@@ -446,7 +507,8 @@ def test_compare_by_hand(tmp_path):
 def test_compare_k_format_plot_and_errors(tmp_path):
     base, new = write(tmp_path / "b.jsonl", BASE), write(tmp_path / "n.jsonl", NEW)
     r = orjson.loads(run(["compare", "--k", "2", base, new]).stdout)
-    assert r["pass_at_k"]["k"] == 2 and r["pass_at_k"]["base"] == pytest.approx((5 / 6 + 0 + 1) / 3)
+    assert r["pass_at_k"]["k"] == 2 and r["pass_at_k"]["base"] == approx((5 / 6 + 0 + 1) / 3, dtype=float,
+                                                                          terms=4 * 4 + 4, magnitude=2)
     result = run(["compare", "--k", "5", base, new])
     assert result.exit_code == 2
     assert result.stderr == ("--k 5: task 'A' has only 4 clean attempt(s) in one of the runs; use "
@@ -471,12 +533,13 @@ def test_compare_reports_the_summary_estimand(tmp_path):
     summary = orjson.loads(run([path]).stdout)["overall"]
     r = orjson.loads(run(["compare", path, path]).stdout)
     assert r["pass_at_1"]["statistic"] == "pooled"
-    assert r["pass_at_1"]["base"] == summary["pass_at_1"] == pytest.approx(11 / 14)
-    assert r["pass_at_1_task_mean"]["base"] == summary["pass_at_1_task_mean"] == pytest.approx(0.5)
+    assert r["pass_at_1"]["base"] == summary["pass_at_1"] == approx(11 / 14, dtype=float)
+    assert r["pass_at_1_task_mean"]["base"] == summary["pass_at_1_task_mean"] == approx(0.5, dtype=float, terms=4)
     bench = orjson.loads(run(["--estimand", "benchmark", path]).stdout)["overall"]
     assert bench["estimand"] == "benchmark"
-    assert bench["pass_at_1_se"] == pytest.approx(reference([10, 2, 2], [10, 0, 1],
-                                                            estimand="benchmark")[1])
+    # as in test_estimands_...: T·(n + 6) + 3 roundings, nothing cancels
+    assert bench["pass_at_1_se"] == approx(reference([10, 2, 2], [10, 0, 1], estimand="benchmark")[1],
+                                           dtype=float, terms=3 * (10 + 6) + 3)
     assert orjson.loads(run(["compare", "--estimand", "benchmark", path, path]).stdout)[
         "estimand"] == "benchmark"
 
@@ -489,8 +552,8 @@ def test_by_never_changes_overall(tmp_path):
     path = write(tmp_path / "m.jsonl", data)
     plain = orjson.loads(run([path]).stdout)
     by = orjson.loads(run(["--by", "model", "--by", "domain", path]).stdout)
-    cost = by["overall"].pop("cost")  # float sums in another order: equal to the last bit or so
-    assert cost["total_usd"] == pytest.approx(plain["overall"].pop("cost")["total_usd"], rel=1e-14)
+    cost = by["overall"].pop("cost")  # 16 positive costs summed in another order
+    assert cost["total_usd"] == approx(plain["overall"].pop("cost")["total_usd"], dtype=float, terms=16)
     assert by["overall"] == plain["overall"] and list(plain["overall"]["pass_at_k"]) == ["1", "5", "8"]
     assert by["by_model"]["b"]["pass_at_k"] == {"1": 0.5, "5": None, "8": None}
 
@@ -541,8 +604,9 @@ def test_price_without_usage_is_unpriced_not_free(tmp_path):
                                       for r in rows("B", [1], "r"))]
     result = run(["--price", "m=1000,2000", write(tmp_path / "u.jsonl", data)])
     cost = orjson.loads(result.stdout)["overall"]["cost"]
-    assert cost["total_usd"] == pytest.approx(0.4) and cost["priced_attempts"] == 2
-    assert cost["unpriced_attempts"] == 1 and cost["per_success_usd"] == pytest.approx(0.2)
+    # 2 attempts of 3 roundings each ($0.20), summed, then one quotient
+    assert cost["total_usd"] == approx(0.4, dtype=float, terms=5) and cost["priced_attempts"] == 2
+    assert cost["unpriced_attempts"] == 1 and cost["per_success_usd"] == approx(0.2, dtype=float, terms=6)
     assert result.stderr.splitlines() == [
         ("evalstats: 1 attempt(s) of a --price model have no usage.agent token counts: they are "
          "left out of the cost (cost.unpriced_attempts)"),

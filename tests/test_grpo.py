@@ -9,6 +9,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 from grpo_fixtures import buttons, tiny_model  # noqa: F401 - pytest fixtures
+from numerics import approx
 
 from endstate.grpo.algorithm import (
     aggregate,
@@ -26,13 +27,17 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 # -- advantages -------------------------------------------------------------------------------------
 
 
+@pytest.mark.numerics
 def test_advantages_std_normalized():
-    # mean 0.25; sample std sqrt((0.75² + 3·0.25²)/3) = 0.5 → (1 − 0.25)/0.5 = 1.5, (0 − 0.25)/0.5 = −0.5
-    assert group_advantages([1, 0, 0, 0], eps=0.0) == pytest.approx([1.5, -0.5, -0.5, -0.5])
+    # mean 0.25; sample std sqrt((0.75² + 3·0.25²)/3) = 0.5 → (1 − 0.25)/0.5 = 1.5, (0 − 0.25)/0.5 = −0.5;
+    # float64, torch's std a running (Welford) update of ~3 roundings per reward, then sqrt and /
+    assert group_advantages([1, 0, 0, 0], eps=0.0) == approx([1.5, -0.5, -0.5, -0.5], dtype=torch.float64,
+                                                             terms=3 * 4 + 3)
 
 
+@pytest.mark.numerics
 def test_advantages_without_std_norm_are_reward_minus_mean():
-    assert group_advantages([1, 1, 0, 0], std_norm=False) == pytest.approx([0.5, 0.5, -0.5, -0.5])
+    assert group_advantages([1, 1, 0, 0], std_norm=False) == [0.5, 0.5, -0.5, -0.5]  # 2/4: exact
 
 
 def test_advantages_of_a_zero_variance_group_are_zero():
@@ -42,46 +47,55 @@ def test_advantages_of_a_zero_variance_group_are_zero():
 
 # -- the surrogate and the aggregations -------------------------------------------------------------
 
+@pytest.mark.numerics
 def test_clipped_surrogate_by_hand():
     # ratios e^0 = 1, e^0.5 ≈ 1.6487 (clipped to 1.2 for A > 0), e^-0.5 ≈ 0.6065 (clipped to 0.8 for A < 0)
     logp = torch.tensor([[0.0, 0.5, -0.5]])
     old = torch.zeros(1, 3)
     adv = torch.tensor([[1.0, 1.0, -1.0]])
     s = clipped_surrogate(logp, old, adv, 0.2, 0.2)
-    assert s.loss.tolist()[0] == pytest.approx([-1.0, -1.2, 0.8])
+    # e^0 = 1 and −1·1 are exact; 1 ± 0.2 is a float64 sum converted to float32: 2 roundings
+    assert s.loss.tolist()[0] == approx([-1.0, -1.2, 0.8], dtype=torch.float32, terms=2, reference=float)
     assert s.clipped_high.tolist() == [[0.0, 1.0, 0.0]] and s.clipped_low.tolist() == [[0.0, 0.0, 1.0]]
 
 
+@pytest.mark.numerics
 def test_clip_high_is_asymmetric():
     s = clipped_surrogate(torch.tensor([[0.5]]), torch.zeros(1, 1), torch.ones(1, 1), 0.2, 0.28)
-    assert s.loss.item() == pytest.approx(-1.28)
+    assert s.loss.item() == approx(-1.28, dtype=torch.float32, terms=2, reference=float)  # as above
 
 
 LOSS = torch.tensor([[1.0, 2.0, 3.0, 9.0], [4.0, 9.0, 9.0, 9.0]])  # (B, T)
 MASK = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]])  # 3 and 1 completion tokens
+# Small integers summed and divided into dyadic or integer quotients: exact in float32, in any
+# summation order, so the aggregations below compare with ==.
 
 
+@pytest.mark.numerics
 def test_token_mean():
     # (1 + 2 + 3 + 4) / 4 tokens = 2.5: masked 9s never count
-    assert aggregate(LOSS, MASK, "token-mean", normalizer([3, 1], "token-mean", 8)).item() == pytest.approx(2.5)
+    assert aggregate(LOSS, MASK, "token-mean", normalizer([3, 1], "token-mean", 8)).item() == 2.5
 
 
+@pytest.mark.numerics
 def test_seq_mean_token_mean():
     # ((1 + 2 + 3)/3 + 4/1) / 2 sequences = (2 + 4) / 2 = 3
     norm = normalizer([3, 1], "seq-mean-token-mean", 8)
-    assert aggregate(LOSS, MASK, "seq-mean-token-mean", norm).item() == pytest.approx(3.0)
+    assert aggregate(LOSS, MASK, "seq-mean-token-mean", norm).item() == 3.0
 
 
+@pytest.mark.numerics
 def test_seq_mean_token_sum_norm():
     # (1 + 2 + 3 + 4) / (2 sequences × 8 max tokens) = 10/16
     norm = normalizer([3, 1], "seq-mean-token-sum-norm", 8)
-    assert aggregate(LOSS, MASK, "seq-mean-token-sum-norm", norm).item() == pytest.approx(0.625)
+    assert aggregate(LOSS, MASK, "seq-mean-token-sum-norm", norm).item() == 0.625
 
 
+@pytest.mark.numerics
 def test_micro_batch_shares_sum_to_the_batch_loss():
     norm = normalizer([3, 1], "token-mean", 8)
     parts = [aggregate(LOSS[i:i + 1], MASK[i:i + 1], "token-mean", norm).item() for i in range(2)]
-    assert sum(parts) == pytest.approx(2.5)  # 6/4 + 4/4: not the mean of the micro-batch means (2, 4)
+    assert sum(parts) == 2.5  # 6/4 + 4/4: not the mean of the micro-batch means (2, 4)
 
 
 def test_unknown_aggregation_is_refused():
@@ -89,9 +103,12 @@ def test_unknown_aggregation_is_refused():
         aggregate(LOSS, MASK, "sum", 1.0)
 
 
+@pytest.mark.numerics
 def test_kl_k3_by_hand():
-    # r = log π_ref − log π = −1 → e^-1 + 1 − 1 = 0.3679; equal log-probs → 0
-    assert kl_k3(torch.tensor([0.0, -0.3]), torch.tensor([-1.0, -0.3])).tolist() == pytest.approx([math.exp(-1), 0.0])
+    # r = log π_ref − log π = −1 → e^-1 + 1 − 1 = 0.3679; equal log-probs → 0. float32: an exp
+    # (2 roundings) and two sums over |terms| ≤ e^-1 + 2, against math.exp in float64
+    assert kl_k3(torch.tensor([0.0, -0.3]), torch.tensor([-1.0, -0.3])).tolist() == approx(
+        [math.exp(-1), 0.0], dtype=torch.float32, terms=4, magnitude=math.exp(-1) + 2, reference=float)
 
 
 # -- masking ----------------------------------------------------------------------------------------
@@ -116,7 +133,8 @@ def test_collate_shifts_masks_and_pads():
     # position t predicts token t + 1: loss where the *target* was sampled
     assert b.mask.tolist() == [[0, 0, 1, 1, 0, 1], [0, 1, 0, 0, 0, 0]]
     assert b.attention_mask.tolist() == [[1] * 6, [1, 1, 0, 0, 0, 0]]
-    assert b.old_logprobs[0, 2].item() == pytest.approx(-0.1) and b.old_logprobs[1, 1].item() == pytest.approx(-0.9)
+    stored = approx([-0.1, -0.9], dtype=torch.float32, reference=float)  # float64 into float32: 1 rounding
+    assert [b.old_logprobs[0, 2].item(), b.old_logprobs[1, 1].item()] == stored
     assert math.isnan(b.old_logprobs[0, 0].item())
     assert b.advantages[0].tolist() == [0.5] * 6 and b.advantages[1, :2].tolist() == [-1.0, -1.0]
 

@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 from grpo_fixtures import tiny_model  # noqa: F401 - pytest fixtures
+from numerics import approx, assert_close, decoder_terms, logprob_magnitude, tolerance
 
 from endstate.grpo.algorithm import clipped_surrogate, normalizer
 from endstate.grpo.correction import importance_weights, mismatch, safe_log_ratio
@@ -17,6 +18,7 @@ from endstate.grpo.objective import LossConfig, micro_batch_loss
 # -- the clamp and the dual clip -------------------------------------------------------------------
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("log_rho", [100.0, -100.0, float("inf"), float("-inf"), float("nan")])
 @pytest.mark.parametrize("advantage", [1.0, -1.0])
 def test_any_log_ratio_gives_a_finite_loss_and_gradient(log_rho, advantage):
@@ -28,25 +30,31 @@ def test_any_log_ratio_gives_a_finite_loss_and_gradient(log_rho, advantage):
     assert torch.isfinite(w.weights).all() and w.weights.item() <= 2.0
 
 
+@pytest.mark.numerics
 def test_log_ratio_100_without_the_dual_clip_is_bounded_by_the_clamp():
-    # A = −1, log ρ = 100: unclamped exp(100) ≈ 2.7e43 (inf in fp16/bf16); clamped at e^20
+    # A = −1, log ρ = 100: unclamped exp(100) ≈ 2.7e43 (inf in fp16/bf16); clamped at e^20, one
+    # float32 exp of an exact argument (2 roundings) against math.exp
     s = clipped_surrogate(torch.tensor([[100.0]]), torch.zeros(1, 1), -torch.ones(1, 1), 0.2, 0.2)
-    assert s.loss.item() == pytest.approx(math.exp(20), rel=1e-5)
+    assert s.loss.item() == approx(math.exp(20), dtype=torch.float32, terms=2, reference=float)
     assert safe_log_ratio(torch.tensor([float("nan"), 50.0, -50.0]), 20).tolist() == [0.0, 20.0, -20.0]
 
 
+@pytest.mark.numerics
 def test_dual_clip_caps_a_negative_advantage_and_counts_it():
     """The issue's case: A = −1, log ρ = 3 gave loss and gradient e^3 = 20.09, uncounted."""
     logp = torch.tensor([[3.0, 3.0, 0.1]], requires_grad=True)
     adv = torch.tensor([[-1.0, 1.0, -1.0]])
     plain = clipped_surrogate(logp, torch.zeros(1, 3), adv, 0.2, 0.2)
-    assert plain.loss[0, 0].item() == pytest.approx(math.exp(3), rel=1e-6)
+    assert plain.loss[0, 0].item() == approx(math.exp(3), dtype=torch.float32, terms=2, reference=float)
     s = clipped_surrogate(logp, torch.zeros(1, 3), adv, 0.2, 0.2, dual_clip=3.0)
     s.loss.sum().backward()
     # token 0: capped at 3·|A| = 3, no gradient; token 1: A > 0, clipped at 1.2 (high);
-    # token 2: ρ = e^0.1 ≈ 1.105 < 3, A < 0: the plain −ρA with gradient ρ
-    assert s.loss.tolist()[0] == pytest.approx([3.0, -1.2, math.exp(0.1)])
-    assert logp.grad.tolist()[0] == pytest.approx([0.0, 0.0, math.exp(0.1)])
+    # token 2: ρ = e^0.1 ≈ 1.105 < 3, A < 0: the plain −ρA with gradient ρ. 3·|A| and the zeros
+    # are exact; 1.2 is 1 + 0.2 in float64 then float32, e^0.1 an exp of 0.1 rounded to float32
+    expected = approx([3.0, -1.2, math.exp(0.1)], dtype=torch.float32, terms=3, reference=float)
+    assert s.loss.tolist()[0] == expected
+    assert logp.grad.tolist()[0] == approx([0.0, 0.0, math.exp(0.1)], dtype=torch.float32, terms=3,
+                                           reference=float)
     assert s.dual_clipped.tolist() == [[1.0, 0.0, 0.0]]
     assert s.clipped_high.tolist() == [[0.0, 1.0, 0.0]] and s.clipped_low.tolist() == [[0.0, 0.0, 0.0]]
 
@@ -90,6 +98,22 @@ def reference_loss(logp, rollout, mask, adv, level, cap, norm, eps=0.2, dual=3.0
     return total / norm
 
 
+def bound(logp, rollout, mask, adv, cap, norm, level):
+    """(terms, magnitude of the objective, magnitude of each gradient entry) for Σ over the B·T
+    tokens of w·ℓ / norm computed twice in float32. Here π_old = π_θ: ρ = 1, |ℓ| = |A|, |w·ℓ| ≤
+    cap·|A|. A weight is exp of one log-ratio (token) or of a row's sum of T (sequence), whose error
+    ≤ γ·L with L the largest |log π| + |log π_rollout| of a token or Σ of them over a row: exp turns
+    it into w's relative error, so each entry's magnitude is scaled by 1 + L."""
+    known = mask * ~torch.isnan(rollout)
+    size = (logp.abs() + rollout.nan_to_num().abs()) * known  # (B, T)
+    L = float(size.sum(-1).max() if level == "sequence" else size.max())
+    entry = cap * float(adv.abs().max()) / norm * (1 + L)
+    total = float((cap * adv.abs() * mask).sum()) / norm * (1 + L)
+    B, T = logp.shape
+    return B * T + T + 4, total, entry  # the sums, the exp, w·ℓ, / norm
+
+
+@pytest.mark.numerics
 @pytest.mark.parametrize("level", ["token", "sequence"])
 def test_truncated_is_loss_and_gradient_match_a_reference_by_hand(level):
     trainer, rollout, mask, adv = batch()
@@ -101,12 +125,14 @@ def test_truncated_is_loss_and_gradient_match_a_reference_by_hand(level):
     ref_logp = trainer.clone().requires_grad_(True)
     expected = reference_loss(ref_logp, rollout, mask, adv, level, 2.0, norm)
     expected.backward()
-    assert objective.item() == pytest.approx(expected.item(), rel=1e-5, abs=1e-7)  # fp32 sums
-    torch.testing.assert_close(logp.grad, ref_logp.grad, rtol=1e-5, atol=1e-7)
+    terms, total, entry = bound(trainer, rollout, mask, adv, 2.0, norm, level)
+    assert objective.item() == approx(expected.item(), dtype=torch.float32, terms=terms, magnitude=total)
+    assert_close(logp.grad, ref_logp.grad, dtype=torch.float32, terms=terms, magnitude=entry)
     # some weights were truncated, or the test would not test the cap
     assert stats["is_truncated"].item() > 0 and stats["is_weight_max"].item() > 2.0
 
 
+@pytest.mark.numerics
 def test_micro_batches_sum_to_the_one_batch_gradient_with_weights():
     trainer, rollout, mask, adv = batch(seed=1)
     norm = normalizer([int(m) for m in mask.sum(-1).tolist()], "token-mean", 5)
@@ -116,19 +142,26 @@ def test_micro_batches_sum_to_the_one_batch_gradient_with_weights():
     parts = trainer.clone().requires_grad_(True)
     for rows in ([0], [1, 2]):
         micro_batch_loss(parts[rows], rollout[rows], adv[rows], mask[rows], cfg, norm)[0].backward()
-    torch.testing.assert_close(whole.grad, parts.grad)
+    terms, _, entry = bound(trainer, rollout, mask, adv, cfg.rollout_is_cap, norm, "token")
+    assert_close(whole.grad, parts.grad, dtype=torch.float32, terms=terms, magnitude=entry)
 
 
+@pytest.mark.numerics
 def test_without_correction_the_sampler_is_pi_old():
     """rollout_is off: ρ = π_θ / π_rollout, clipped (and dual-clipped) as the plain surrogate."""
     trainer, rollout, mask, adv = batch(seed=2)
     cfg = LossConfig(rollout_is="off", dual_clip=3.0)
     objective, _ = micro_batch_loss(trainer, rollout, adv, mask, cfg, 1.0)
     old = torch.where(torch.isnan(rollout), trainer, rollout)
-    expected = (clipped_surrogate(trainer, old, adv, 0.2, 0.2, 3.0).loss * mask).sum()
-    assert objective.item() == pytest.approx(expected.item(), rel=1e-6)
+    per_token = clipped_surrogate(trainer, old, adv, 0.2, 0.2, 3.0).loss * mask  # (B, T)
+    # the same per-token losses, summed in another order: B·T terms; ρ = exp(log π − log π_old)
+    # carries a relative error ≤ γ·max(|log π| + |log π_old|)
+    scale = 1 + float((trainer.abs() + old.abs()).max())
+    assert objective.item() == approx(per_token.sum().item(), dtype=torch.float32, terms=trainer.numel() + 4,
+                                      magnitude=float(per_token.abs().sum()) * scale)
 
 
+@pytest.mark.numerics
 def test_mismatch_and_weight_statistics_by_hand():
     trainer = torch.tensor([[-1.0, -2.0, -0.5, -3.0]])
     rollout = torch.tensor([[-1.5, float("nan"), -0.5, -1.0]])
@@ -137,11 +170,12 @@ def test_mismatch_and_weight_statistics_by_hand():
     assert gap.tolist() == [[0.5, 0.0, 0.0, 0.0]] and known.tolist() == [[1.0, 0.0, 1.0, 0.0]]
     _, stats = micro_batch_loss(trainer, rollout, torch.ones(1, 4), mask,
                                 LossConfig(rollout_is="token", rollout_is_cap=1.5), 1.0)
-    # weights e^0.5 ≈ 1.6487 → truncated to 1.5, and e^0 = 1: mean (1.5 + 1) / 2, one truncated
-    assert stats["mismatch"].item() == pytest.approx(0.5) and stats["mismatch_tokens"].item() == 2
-    assert stats["mismatch_max"].item() == pytest.approx(0.5)
-    assert stats["is_weight"].item() == pytest.approx(2.5) and stats["is_truncated"].item() == 1
-    assert stats["is_weight_max"].item() == pytest.approx(math.exp(0.5))
+    # weights e^0.5 ≈ 1.6487 → truncated to 1.5, and e^0 = 1: mean (1.5 + 1) / 2, one truncated.
+    # |−1 − (−1.5)|, the cap 1.5, e^0 and their sums are exact in float32; e^0.5 is one exp
+    assert stats["mismatch"].item() == 0.5 and stats["mismatch_tokens"].item() == 2
+    assert stats["mismatch_max"].item() == 0.5
+    assert stats["is_weight"].item() == 2.5 and stats["is_truncated"].item() == 1
+    assert stats["is_weight_max"].item() == approx(math.exp(0.5), dtype=torch.float32, terms=2, reference=float)
 
 
 def test_update_metrics_turn_sums_into_means():
@@ -152,15 +186,18 @@ def test_update_metrics_turn_sums_into_means():
              "mismatch_max": 0.9, "is_weight": 8.8, "is_truncated": 2.0, "is_weight_max": 3.5,
              "grad_norm": 1.0}
     m = update_metrics(stats, "token")
-    assert (m["clip_frac"], m["clip_frac_low"], m["clip_frac_high"]) == pytest.approx((0.3, 0.1, 0.2))
-    assert (m["mismatch_mean"], m["mismatch_max"]) == pytest.approx((0.25, 0.9))
-    assert (m["is_weight_mean"], m["is_weight_max"], m["is_truncated_frac"]) == pytest.approx((1.1, 3.5, 0.25))
+    # float64 quotients of the sums, clip_frac the sum of two: 2 roundings (0.1 + 0.2 ≠ 0.3)
+    assert (m["clip_frac"], m["clip_frac_low"], m["clip_frac_high"]) == approx((0.3, 0.1, 0.2), dtype=float, terms=2)
+    assert (m["mismatch_mean"], m["mismatch_max"]) == approx((0.25, 0.9), dtype=float, terms=2)
+    assert (m["is_weight_mean"], m["is_weight_max"], m["is_truncated_frac"]) == approx((1.1, 3.5, 0.25), dtype=float,
+                                                                                        terms=2)
     off = update_metrics(stats, "off")
-    assert off["is_weight_mean"] is None and off["mismatch_mean"] == pytest.approx(0.25)
+    assert off["is_weight_mean"] is None and off["mismatch_mean"] == approx(0.25, dtype=float, terms=2)
 
 
 # -- through the DeepSpeed engine ------------------------------------------------------------------
 
+@pytest.mark.numerics
 def test_deepspeed_gradient_equals_the_one_batch_reference_at_temperature(tiny_model):
     """Policy.update (2 micro-batches, token IS, T = 0.7) produces the gradient of the hand-written
     one-batch loss on a plain transformers model: temperature, masking, weights and the batch
@@ -199,10 +236,18 @@ def test_deepspeed_gradient_equals_the_one_batch_reference_at_temperature(tiny_m
     logits = model(input_ids=full.input_ids, attention_mask=full.attention_mask).logits / 0.7
     logp = torch.log_softmax(logits, -1).gather(-1, full.targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
     reference_loss(logp, full.old_logprobs, full.mask, full.advantages, "token", 2.0, norm).backward()
+    # two float32 forward + backward passes (numerics rule 6): the backward runs the forward's
+    # chain again and sums over the B·S positions; the log-probs' error scales each gradient
+    # entry, as in test_logprobs_chunked: M = max|g|·(1 + M_logp)
+    B, S = full.input_ids.shape
+    terms = 2 * decoder_terms(model.config, S) + B * S
+    forward = logprob_magnitude(logits)
     for name, p in model.named_parameters():
-        torch.testing.assert_close(captured[name], p.grad, rtol=1e-4, atol=1e-6, msg=name)
+        assert_close(captured[name], p.grad, dtype=torch.float32, terms=terms, probable=True,
+                     magnitude=p.grad.abs().max() * (1 + forward), msg=name)
 
 
+@pytest.mark.numerics
 def test_sampler_and_trainer_agree_at_temperature_0_7_on_the_embedded_model():
     """SmolLM2-135M samples at T = 0.7 (log-probs at the sampling temperature) and the trainer
     recomputes them at logits / 0.7 through the engine's own path: ρ ≈ 1. Before the fix the
@@ -233,5 +278,9 @@ def test_sampler_and_trainer_agree_at_temperature_0_7_on_the_embedded_model():
         raw, _ = policy._logprobs(policy.engine, b, columns, 1.0)
     sampler = b.old_logprobs[:, columns]
     gap, known = mismatch(at_t, sampler, mask)
-    assert known.sum() >= 12 and gap.max().item() < 1e-3, gap.max()
-    assert mismatch(raw, sampler, mask)[0].max().item() > 0.05  # the old bug is visible
+    with torch.no_grad():  # the logits' scale, for the bound between two float32 forwards (numerics rule 6)
+        logits = model(input_ids=b.input_ids, attention_mask=b.attention_mask).logits / 0.7
+    _, bound = tolerance(torch.float32, terms=decoder_terms(model.config, b.input_ids.shape[1]),
+                         magnitude=logprob_magnitude(logits), probable=True)
+    assert known.sum() >= 12 and gap.max().item() <= bound, (gap.max(), bound)
+    assert mismatch(raw, sampler, mask)[0].max().item() > max(0.05, bound)  # the old bug is visible

@@ -40,7 +40,8 @@ def test_zero3_local_engine_on_two_ranks_finishes(tmp_path, tiny_model, buttons)
             "--batch-tasks", "1", "--group-size", "8", "--max-rounds", "4", "--max-new-tokens", "3",
             "--max-context", "512", "--no-few-shot", "--micro-batch", "1", "--gpus-per-node", "2",
             "--temperature", "1.5", "--quiet"]
-    run_to_the_end(args, timeout=240, what="the 2-rank ZeRO-3 run (deadlock?)", env=launcher_env())
+    # ~25 s beside the rest of the suite on 2 cores; the limit is there to catch a deadlock
+    run_to_the_end(args, timeout=900, what="the 2-rank ZeRO-3 run (deadlock?)", env=launcher_env())
     rows = [orjson.loads(x) for x in (out / "metrics.jsonl").read_bytes().splitlines()]
     assert [m["step"] for m in rows] == [1] and rows[0]["groups"] == 1 and not rows[0]["skipped"], rows
     assert (out / "checkpoints/step-000001/hf/model.safetensors").exists()
@@ -61,8 +62,8 @@ def test_zero3_replica_follows_the_trained_weights(tmp_path, tiny_model, buttons
     trained = dict(trainer.policy.named_weights())
     replica = dict(trainer.policy.replica.named_parameters())
     assert trained.keys() == replica.keys()
-    for name, tensor in trained.items():
-        torch.testing.assert_close(replica[name].data, tensor, rtol=0, atol=0, msg=name)
+    for name, tensor in trained.items():  # copied, not recomputed: bit for bit
+        assert torch.equal(replica[name].data, tensor), name
     assert any(not torch.equal(before[n], replica[n]) for n in replica)
 
 

@@ -51,6 +51,7 @@ def test_learning_beats_step_one_by_a_margin_luck_cannot_explain(tmp_path, tiny_
     assert {a["status"] for a in attempts} == {"ok"} and {a["step"] for a in attempts} == set(range(1, 9))
 
 
+@pytest.mark.numerics
 def test_resume_reproduces_a_straight_run(tmp_path, tiny_model, buttons):
     """2 steps + --resume + 2 steps == 4 straight steps: same metrics, same weights."""
     from endstate.grpo.train import train
@@ -66,8 +67,8 @@ def test_resume_reproduces_a_straight_run(tmp_path, tiny_model, buttons):
     wa = _weights(straight / "checkpoints/step-000004/hf")
     wb = _weights(split / "checkpoints/step-000004/hf")
     assert wa.keys() == wb.keys()
-    for k in wa:
-        torch.testing.assert_close(wa[k], wb[k], rtol=1e-6, atol=1e-7)
+    for k in wa:  # the same ops in the same order from a bit-exact checkpoint: the same bits
+        assert torch.equal(wa[k], wb[k]), k
     assert not torch.equal(wa["model.norm.weight"], _weights(straight / "checkpoints/step-000002/hf")["model.norm.weight"])
 
 
@@ -97,8 +98,8 @@ def test_checkpoint_loads_in_probe_and_export_matches(tmp_path, tiny_model, butt
     result = CliRunner().invoke(cli, ["export", str(out), str(tmp_path / "exported")])
     assert result.exit_code == 0, result.output
     exported, saved = _weights(tmp_path / "exported"), _weights(hf)
-    for k in saved:
-        torch.testing.assert_close(exported[k], saved[k])
+    for k in saved:  # both copies of the fp32 master weights
+        assert torch.equal(exported[k], saved[k]), k
 
     def probe(*flags):
         episodes = tmp_path / f"episodes{len(flags)}.jsonl"
@@ -141,6 +142,6 @@ def test_smollm2_two_steps_on_built_in_tasks(tmp_path):
     episode = subprocess.run(
         [os.path.join(os.path.dirname(sys.executable), "rollout"), retail, "-n", "1",
          "--model", str(hf), "--max-turns", "1", "--max-new-tokens", "16", "--shard", "0/400"],
-        capture_output=True, text=True, timeout=600, check=False)
+        capture_output=True, text=True, timeout=1800, check=False)  # SmolLM2 on a loaded box: minutes
     assert episode.returncode == 0, episode.stderr
     assert orjson.loads(episode.stdout.splitlines()[0])["status"] == "ok"

@@ -128,19 +128,20 @@ def test_no_answer_within_the_timeout_is_a_timeout_error():
 
 def test_a_cancelled_request_closes_its_connection_and_unframed_answers_end_at_close():
     async def main():
-        closed = asyncio.Event()
+        sent, closed = asyncio.Event(), asyncio.Event()
 
         async def slow(reader, writer):
             await reader.readuntil(b"\r\n\r\n")
+            sent.set()
             await reader.read()  # until the client closes
             closed.set()
 
         server = await asyncio.start_server(slow, "127.0.0.1", 0)
         url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/x"
-        request = asyncio.ensure_future(post(HttpClient(timeout=30), url))
-        await asyncio.sleep(0.1)
+        request = asyncio.ensure_future(post(HttpClient(timeout=300), url))
+        await asyncio.wait_for(sent.wait(), 60)  # cancelled in flight, not before it was sent
         request.cancel()
-        await asyncio.wait_for(closed.wait(), 5)
+        await asyncio.wait_for(closed.wait(), 60)
         server.close()
 
         async with RawServer([b"HTTP/1.0 200 OK\r\nConnection: close\r\n\r\n{}"]) as old:

@@ -5,15 +5,20 @@ in fp32; what the forward keeps for the backward; the chunked head inside a real
 # ruff: noqa: F811 - the grpo_fixtures fixture is imported, then requested by name
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from grpo_fixtures import tiny_model  # noqa: F401 - a pytest fixture
+from numerics import assert_close
 
 from endstate.core.local_model import processed_logits
 from endstate.grpo.algorithm import token_logprobs
 from endstate.grpo.logprobs import chunked_token_logprobs, head_logprobs
 
 V, H = 50, 16
+
+pytestmark = pytest.mark.numerics  # every test here compares floating-point kernels
 
 
 def inputs(seed: int = 0):
@@ -29,6 +34,36 @@ def direct(hidden, weight, targets, temperature, top_k=None, top_p=1.0):
     return token_logprobs(logits, targets)
 
 
+def assert_same_logprobs(got, want, hidden, weight, temperature, advantage=None):
+    """Two fp32 computations of (log p, entropy) and, given the advantage weighting the log-probs'
+    sum, of its gradients (hidden's, weight's), each within the bound of tests/numerics.py.
+
+    A logit is an H-term dot product over T, its error ≤ γ·s with s = max Σ_i |h_i|·|W_ji| / T.
+    log_softmax adds V exps and a log (+5 roundings with the division) and rounds at the
+    log-sum-exp's scale (≤ s + log V); log p moves by ≤ 2× its logits' error (each Jacobian row has
+    ℓ1 norm ≤ 2): M = 3s + log V. The entropy lse − Σ p·z moves by ≤ Σ_k p_k·|z_k − z̄| ≤ 2s times
+    it: M = 2s² + 2s + log V. A gradient adds the sum over the B·C positions (weight's) or the V
+    tokens (hidden's) of adv·(onehot − p)/T times h or W, whose Σ|terms| is at most
+    G = Σ|adv|·max|h|/T or 2·max|adv|·max|W|/T; p carries log p's error: M = G·(1 + M_logp)."""
+    T = temperature or 1.0  # 0 is greedy: raw logits
+    H, V = weight.shape[1], weight.shape[0]
+    s = float((hidden.detach().abs() @ weight.detach().abs().T).max()) / T
+    terms, magnitude = H + V + 5, 3 * s + math.log(V)
+    assert_close(got[0], want[0], dtype=torch.float32, terms=terms, magnitude=magnitude, msg="log p")
+    assert_close(got[1], want[1], dtype=torch.float32, terms=terms, magnitude=2 * s * s + 2 * s + math.log(V),
+                 msg="entropy")
+    if advantage is None:
+        return
+    positions = advantage.numel()
+    spread = {"hidden": 2 * float(advantage.abs().max()) * float(weight.detach().abs().max()) / T,
+              "weight": float(advantage.abs().sum()) * float(hidden.detach().abs().max()) / T}
+    for g, w, (name, G) in zip(got[2:], want[2:], spread.items()):
+        if g is None:  # not asked for
+            continue
+        assert_close(g, w, dtype=torch.float32, terms=terms + max(positions, V),
+                     magnitude=G * (1 + magnitude), msg=f"the {name}'s gradient")
+
+
 @pytest.mark.parametrize("chunk", [1, 5, 13, 26, 1000])
 @pytest.mark.parametrize("temperature, top_k, top_p", [(1.0, None, 1.0), (0.7, None, 1.0),
                                                        (1.3, 7, 1.0), (0.7, None, 0.8), (0.0, 5, 0.9)])
@@ -41,10 +76,9 @@ def test_chunked_equals_direct_values_and_gradients(chunk, temperature, top_k, t
                                            top_k=top_k, top_p=top_p)
     grads = torch.autograd.grad((logp * advantage).sum(), (hidden, weight))
     assert logp.shape == entropy.shape == targets.shape and logp.dtype == torch.float32
-    torch.testing.assert_close(logp, want_logp, rtol=0, atol=1e-6)
-    torch.testing.assert_close(entropy, want_entropy, rtol=0, atol=1e-6)
-    for got, want in zip(grads, want_grads):  # the weight's gradient sums over chunks in another order
-        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    # the weight's gradient sums over chunks in another order
+    assert_same_logprobs((logp, entropy, *grads), (want_logp, want_entropy, *want_grads), hidden, weight,
+                         temperature, advantage)
     assert not entropy.requires_grad  # a statistic, as token_logprobs makes it
 
 
@@ -90,16 +124,19 @@ def test_the_chunked_head_inside_the_model_gives_the_models_log_probs(tiny_model
     ids = torch.tensor([[4, 5, 6, 7, 8, 9, 10, 11], [12, 13, 14, 15, 4, 5, 6, 7]])
     columns = torch.tensor([3, 4, 5, 6])
     targets = ids[:, columns + 1]  # (B, C)
-    full = model(input_ids=ids, logits_to_keep=columns).logits  # (B, C, V)
+    out = model(input_ids=ids, logits_to_keep=columns, output_hidden_states=True)
+    full, hidden = out.logits, out.hidden_states[-1][:, columns]  # (B, C, V), (B, C, H)
+    assert_close(hidden @ model.lm_head.weight.T, full, dtype=torch.float32, terms=hidden.shape[-1],  # the
+                 magnitude=hidden.abs() @ model.lm_head.weight.abs().T)  # head's input: after the final norm
     want_logp, want_entropy = token_logprobs(processed_logits(full.float(), 0.7, 4, 1.0), targets)
     want_grad = torch.autograd.grad(want_logp.sum(), model.lm_head.weight)[0]
     with head_logprobs(model.lm_head, targets, 3, 0.7, 4):
         out = model(input_ids=ids, logits_to_keep=columns).logits
     assert out.shape == (2, 4, 2)
-    torch.testing.assert_close(out[..., 0], want_logp, rtol=0, atol=1e-6)
-    torch.testing.assert_close(out[..., 1], want_entropy, rtol=0, atol=1e-6)
-    torch.testing.assert_close(torch.autograd.grad(out[..., 0].sum(), model.lm_head.weight)[0], want_grad,
-                               rtol=0, atol=1e-6)
+    grad = torch.autograd.grad(out[..., 0].sum(), model.lm_head.weight)[0]
+    # the hidden states are the model's either way: only the head's arithmetic differs
+    assert_same_logprobs((out[..., 0], out[..., 1], None, grad), (want_logp, want_entropy, None, want_grad),
+                         hidden, model.lm_head.weight, 0.7, torch.ones_like(want_logp))
     assert "forward" not in vars(model.lm_head)
     assert model(input_ids=ids, logits_to_keep=columns).logits.shape == full.shape
 

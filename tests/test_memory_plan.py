@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 from grpo_fixtures import tiny_model  # noqa: F401 - a pytest fixture
+from numerics import approx, stated
 
 from endstate.grpo.memory_plan import (
     Setup,
@@ -34,8 +35,11 @@ def test_parameter_count_is_the_models(tiny_model):
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     shape = read_model_config(str(tiny_model), None)
     assert shape.params == sum(p.numel() for p in model.parameters())  # tied: the lm_head counts once
-    assert read_model_config("qwen3-8b", None).params == pytest.approx(8.19e9, rel=0.01)  # Qwen3-8B: 8.2B
-    assert read_model_config("gemma3-27b", None).params == pytest.approx(27.0e9, rel=0.01)  # its text decoder
+    # against published figures, to the precision they are given in: Qwen3-8B's model card says
+    # 8.2B; the Gemma 3 report's 27B text decoder is 1,416M embedding + 25,600M other parameters,
+    # the latter to 3 significant figures (±50M)
+    assert read_model_config("qwen3-8b", None).params == stated(8.2e9, abs=0.05e9)
+    assert read_model_config("gemma3-27b", None).params == stated(27.016e9, abs=0.051e9)
 
 
 def kept_for_backward(model, ids) -> int:
@@ -71,8 +75,8 @@ def test_activation_estimate_against_what_autograd_keeps(tiny_model, checkpointi
                                Setup(cuda=False, micro_batch=2, max_context=256, checkpointing=checkpointing))
     if checkpointing:  # the plan adds one layer recomputed in the backward, which the forward does not keep
         assert measured < planned < 25 * measured
-    else:
-        assert planned == pytest.approx(measured, rel=0.1)
+    else:  # the accuracy docs/grpo.md claims for the activation figure
+        assert planned == stated(measured, rel=0.1)
 
 
 @pytest.mark.parametrize("stage, offload", [(2, False), (2, True), (3, False), (3, True)])
@@ -85,13 +89,16 @@ def test_model_states_agree_with_deepspeeds_estimator(stage, offload):
                   offload_optimizer=offload)
     plan = make_plan(shape, setup)
     gpu, host = deepspeed_estimate(shape, setup)
+    # the same bytes from two float64 formulas: products and quotients of counts, a few sums of
+    # positive terms, and /1.5 or + 2·params/world here: ≤ 8 roundings each, nothing cancels
+    same = {"dtype": float, "terms": 8}
     if stage == 2:
-        assert plan.states_gpu == pytest.approx(gpu, rel=1e-9)
+        assert plan.states_gpu == approx(gpu, **same)
     elif offload:
-        assert plan.states_gpu == pytest.approx(gpu, rel=1e-9)  # the gathered largest layer
-        assert plan.states_host == pytest.approx(host / 1.5, rel=1e-9)
+        assert plan.states_gpu == approx(gpu, **same)  # the gathered largest layer
+        assert plan.states_host == approx(host / 1.5, **same)
     else:
-        assert plan.states_gpu == pytest.approx(gpu + 2 * shape.params / setup.world, rel=1e-9)
+        assert plan.states_gpu == approx(gpu + 2 * shape.params / setup.world, **same)
 
 
 def test_zero3_loads_partitioned_but_every_rank_reads_a_whole_copy_below_it():

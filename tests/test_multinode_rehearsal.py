@@ -87,7 +87,8 @@ def submit(env: dict[str, str], config: Path, steps: int, buttons: dict) -> str:
                       f"group_size: {GROUP_SIZE}\nmax_rounds: 3\nmax_new_tokens: 3\nmax_context: 512\n"
                       "few_shot: false\nmicro_batch: 1\nlr: 2.0e-2\ntemperature: 1.5\nsave_freq: 1\n"
                       "seed: 3\njobs: 8\n")
-    return run_to_the_end(["bash", str(SCRIPT)], timeout=420, what="the 2-node rehearsal",
+    # 1-2 min a launch on 2 idle cores, several times that on a loaded box; the limit catches a deadlock
+    return run_to_the_end(["bash", str(SCRIPT)], timeout=1800, what="the 2-node rehearsal",
                           cwd=ROOT, env={**env, "CONFIG": str(config)})
 
 

@@ -47,7 +47,8 @@ def test_an_installed_wheel_finds_its_builtin_data(tmp_path):
         return p
 
     where = subprocess.run([venv / "bin" / "python", "-c", "import endstate; print(endstate.BUILTIN)"],
-                           capture_output=True, text=True, check=True, cwd=outside).stdout.strip()
+                           capture_output=True, text=True, check=True, cwd=outside,
+                           env={**os.environ, "PYTHONPATH": ""}).stdout.strip()  # as tool() runs
     assert where.startswith(str(venv)), where  # the wheel's copy, not the checkout
 
     summary = tool("grade", "tasks", "--summary").stdout
