@@ -51,13 +51,11 @@ test-slow: setup ## the slow tests (ENDSTATE_SLOW=1), e.g. slurm/grpo.sbatch reh
 	ENDSTATE_SLOW=1 $(PY) -m pytest -q -p no:xdist -m slow
 
 .PHONY: test-numerics
-test-numerics: setup ## the floating-point tests (-m numerics) on torch's plain kernels, on 2 threads, then as make test runs them
+test-numerics: setup ## the floating-point tests (-m numerics) on torch's plain kernels and on 2 threads (make test runs them on this CPU's best kernels, 1 thread)
 	# ATEN_CPU_CAPABILITY=default: no SIMD kernels. OMP_NUM_THREADS=2: other reduction splits (one
-	# process: two workers of two threads would oversubscribe 2 cores). Then the default: conftest.py's
-	# one thread per worker and the best SIMD kernels this CPU has.
+	# process: two workers of two threads would oversubscribe 2 cores).
 	ATEN_CPU_CAPABILITY=default $(PY) -m pytest -q -n 2 -m numerics
 	OMP_NUM_THREADS=2 $(PY) -m pytest -q -p no:xdist -m numerics
-	$(PY) -m pytest -q -n 2 -m numerics
 
 bench: setup ## run the performance benchmarks (they print ratios against in-run baselines)
 	# the baselines some benchmarks compare against (TRL for bench_grpo), on the torch in use
