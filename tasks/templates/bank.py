@@ -18,8 +18,7 @@ T8xxxxxx, D8xxxx), disjoint from the bench range (9xxxx) and from the seed. Temp
 
 import random
 import sys
-from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 # taskgen and bank_entities are imported from this folder, which runpy.run_path does not add
@@ -28,10 +27,12 @@ import taskgen
 from bank_entities import (
     COUNTRIES,
     EVERYDAY,
-    SHOPS,
+    TODAY,
+    Charge,
     Ids,
     account,
     card,
+    disputed_charge,
     identify,
     last4s,
     person,
@@ -41,7 +42,6 @@ from taskgen import allow, call, money, python_check, row, said, say, task
 
 SEED = 20260115
 PER_TEMPLATE = 20
-TODAY = date(2026, 1, 15)
 KYC_CAPS = {1: 1000.0, 2: 3000.0, 3: 10000.0}
 
 
@@ -202,41 +202,6 @@ def transfer(rng: random.Random, ids: Ids, n: int) -> dict:
 
 
 DISPUTE_OUTCOMES = ("fraud", "credit", "no-credit", "too-old", "escalate")
-
-
-@dataclass
-class Charge:
-    """The purchase a dispute template is about. `agreed` is the price the user agreed to when the
-    reason is wrong_amount (the overcharge above it is what is disputed), else None."""
-    reason: str
-    day: date
-    charged: float
-    agreed: float | None
-    disputed: float
-    merchant: str
-
-
-def disputed_charge(rng: random.Random, outcome: str) -> Charge:
-    """A charge whose reason, age and amount lead to `outcome` under the dispute policy."""
-    reason = ("fraud" if outcome == "fraud" else "not_received" if outcome == "escalate"
-              else rng.choice(("not_received", "wrong_amount")))
-    age = rng.randint(66, 110) if outcome == "too-old" else rng.randint(3, 55)
-    if outcome == "escalate":
-        charged = float(rng.choice((2650, 3100, 4475, 5200)))
-    elif outcome == "no-credit":
-        charged = round(rng.uniform(20, 95), 2)
-    else:
-        charged = round(rng.uniform(120, 1800), 2)
-    agreed = None
-    if reason == "wrong_amount":
-        # the overcharge is what is disputed: keep it on the intended side of $100.00
-        over = round(rng.uniform(5, charged * 0.6), 2) if outcome == "no-credit" else \
-            round(rng.uniform(100, max(101, charged * 0.8)), 2) if outcome == "credit" else \
-            round(charged / 2, 2)
-        agreed = round(charged - over, 2)
-    disputed = round(charged - agreed, 2) if agreed is not None else charged
-    return Charge(reason, TODAY - timedelta(days=age), charged, agreed, disputed,
-                  rng.choice(SHOPS[reason]))
 
 
 def dispute_user(rng: random.Random, c: dict, ch: Charge, digit: str) -> tuple[dict, dict]:

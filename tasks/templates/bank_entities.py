@@ -1,11 +1,15 @@
 """The entities the bank templates (bank.py) sample: a customer in the reserved train id range,
-their accounts, cards and purchases, and how the user identifies themselves.
+their accounts, cards and purchases, the charge a dispute is about, and how the user identifies
+themselves.
 """
 
 import random
-from datetime import date
+from dataclasses import dataclass
+from datetime import date, timedelta
 
 from taskgen import call
+
+TODAY = date(2026, 1, 15)  # the bank domain's fixed clock
 
 FIRST = ("Aurelia", "Benedikt", "Cosima", "Desmond", "Elif", "Florian", "Gwen", "Henrik",
          "Isolde", "Jasper", "Katya", "Leopold", "Mirela", "Niklas", "Ottilie", "Pavel",
@@ -76,6 +80,41 @@ def purchase(tid: str, aid: str, kid: str, merchant: str, amount: float, day: da
 
 def last4s(rng: random.Random, k: int) -> list[str]:
     return [f"{x:04d}" for x in rng.sample(range(1000, 10000), k)]
+
+
+@dataclass
+class Charge:
+    """The purchase a dispute template is about. `agreed` is the price the user agreed to when the
+    reason is wrong_amount (the overcharge above it is what is disputed), else None."""
+    reason: str
+    day: date
+    charged: float
+    agreed: float | None
+    disputed: float
+    merchant: str
+
+
+def disputed_charge(rng: random.Random, outcome: str) -> Charge:
+    """A charge whose reason, age and amount lead to `outcome` under the dispute policy."""
+    reason = ("fraud" if outcome == "fraud" else "not_received" if outcome == "escalate"
+              else rng.choice(("not_received", "wrong_amount")))
+    age = rng.randint(66, 110) if outcome == "too-old" else rng.randint(3, 55)
+    if outcome == "escalate":
+        charged = float(rng.choice((2650, 3100, 4475, 5200)))
+    elif outcome == "no-credit":
+        charged = round(rng.uniform(20, 95), 2)
+    else:
+        charged = round(rng.uniform(120, 1800), 2)
+    agreed = None
+    if reason == "wrong_amount":
+        # the overcharge is what is disputed: keep it on the intended side of $100.00
+        over = round(rng.uniform(5, charged * 0.6), 2) if outcome == "no-credit" else \
+            round(rng.uniform(100, max(101, charged * 0.8)), 2) if outcome == "credit" else \
+            round(charged / 2, 2)
+        agreed = round(charged - over, 2)
+    disputed = round(charged - agreed, 2) if agreed is not None else charged
+    return Charge(reason, TODAY - timedelta(days=age), charged, agreed, disputed,
+                  rng.choice(SHOPS[reason]))
 
 
 # -- task pieces --------------------------------------------------------------------------------
