@@ -7,6 +7,7 @@ file and schema.sql; change either and the seed is rebuilt. Money is REAL dollar
 
 import random
 import sqlite3
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from endstate.core.tools import insert_rows
@@ -37,80 +38,130 @@ def _ts(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S")
 
 
+@dataclass
+class Rows:
+    """The rows drawn customer by customer, inserted once all customers are drawn."""
+    customers: list[tuple] = field(default_factory=list)
+    accounts: list[tuple] = field(default_factory=list)
+    cards: list[tuple] = field(default_factory=list)
+    txs: list[list] = field(default_factory=list)
+    disputes: list[tuple] = field(default_factory=list)
+    transfers: list[tuple] = field(default_factory=list)
+    requests: list[tuple] = field(default_factory=list)
+    notices: list[tuple] = field(default_factory=list)
+
+
 def build(db: sqlite3.Connection, rng: random.Random) -> None:
-    customers, accounts, cards, txs, disputes, transfers, requests, notices = ([] for _ in range(8))
+    rows = Rows()
     for c in range(1, 2501):
-        cid = f"C{c:04d}"
-        first, last = rng.choice(FIRST), rng.choice(LAST)
-        kyc = rng.choices((1, 2, 3), (3, 5, 2))[0]
-        since = NOW - timedelta(days=rng.randint(60, 3000))
-        customers.append((cid, f"{first} {last}", f"{first}.{last}{c}@example.net".lower(),
-                          f"555-{rng.randint(100, 999)}-{rng.randint(1000, 9999)}",
-                          f"{rng.choice(ZIP3)}{rng.randint(0, 99):02d}", kyc, _ts(since)))
+        cid, kyc, since = _customer(rng, rows, c)
         kinds = ["checking"] + (["savings"] if rng.random() < 0.5 else []) + \
                 (["checking"] if rng.random() < 0.1 else [])
-        own = []
-        for kind in kinds:
-            aid = f"A{len(accounts) + 1:05d}"
-            own.append(aid)
-            status = "frozen" if rng.random() < 0.02 else "active"
-            balance = round(rng.uniform(50, 9000 if kind == "checking" else 40000), 2)
-            accounts.append((aid, cid, kind, balance, status, rng.choice(KYC_TRANSFER[kyc]),
-                             _ts(since + timedelta(days=rng.randint(0, 30)))))
-            if kind != "checking":
-                continue
-            card_ids = []
-            for _ in range(rng.choice((1, 1, 1, 2))):
-                kid = f"K{len(cards) + 1:05d}"
-                status = rng.choices(("active", "frozen", "cancelled"), (90, 6, 4))[0]
-                cards.append((kid, cid, aid, f"{rng.randint(0, 9999):04d}", status,
-                              rng.choice(KYC_SPENDING[kyc]),
-                              f"{rng.randint(2026, 2030)}-{rng.randint(1, 12):02d}",
-                              "lost" if status == "cancelled" else None, None,
-                              _ts(NOW - timedelta(days=rng.randint(1, 400)))))
-                card_ids.append(kid)
-                if status == "active" and rng.random() < 0.05:
-                    start = NOW + timedelta(days=rng.randint(-20, 40))
-                    notices.append((f"TN{len(notices) + 1:05d}", kid,
-                                    rng.choice(("France", "Japan", "Mexico", "Italy", "Canada")),
-                                    start.date().isoformat(),
-                                    (start + timedelta(days=rng.randint(5, 30))).date().isoformat(),
-                                    _ts(start - timedelta(days=7))))
-                if status == "active" and rng.random() < 0.03:
-                    current = cards[-1][5]
-                    requests.append((f"LR{len(requests) + 1:05d}", kid, current, current * 2,
-                                     "home renovation purchases", "pending",
-                                     _ts(NOW - timedelta(days=rng.randint(1, 10)))))
-            for _ in range(rng.randint(6, 22)):
-                merchant = rng.choice(sorted(MERCHANTS))
-                low, high = MERCHANTS[merchant]
-                when = NOW - timedelta(days=rng.randint(0, 120), minutes=rng.randint(0, 1440))
-                tid = f"T{len(txs) + 1:07d}"
-                status = "pending" if (NOW - when).days < 2 else "posted"
-                txs.append([tid, aid, rng.choice(card_ids), "purchase", merchant,
-                            round(rng.uniform(low, high), 2), status, _ts(when)])
-                if status == "posted" and rng.random() < 0.012:
-                    txs[-1][6] = "disputed"
-                    reason = rng.choice(("fraud", "not_received", "duplicate", "wrong_amount"))
-                    amount = txs[-1][5]
-                    credit = amount if reason == "fraud" or amount >= 100 else 0.0
-                    opened = when + timedelta(days=rng.randint(1, 20))
-                    disputes.append((f"D{len(disputes) + 1:05d}", tid, aid, reason, amount,
-                                     "open" if opened > NOW - timedelta(days=30) else
-                                     rng.choice(("resolved_customer", "resolved_merchant")), credit,
-                                     "frozen" if reason == "fraud" else "active", None,
-                                     _ts(min(opened, NOW))))
-            for _ in range(rng.randint(1, 3)):
-                when = NOW - timedelta(days=rng.randint(0, 120), hours=rng.randint(0, 23))
-                txs.append([f"T{len(txs) + 1:07d}", aid, None, "deposit", "Payroll ACME Corp",
-                            round(rng.uniform(800, 4200), 2), "posted", _ts(when)])
+        own = [_account(rng, rows, cid, kind, kyc, since) for kind in kinds]
         if len(own) > 1 and rng.random() < 0.6:
-            for _ in range(rng.randint(1, 3)):
-                src, dst = rng.sample(own, 2)
-                when = NOW - timedelta(days=rng.randint(1, 90), hours=rng.randint(0, 12))
-                transfers.append((f"TR{len(transfers) + 1:05d}", src, dst,
-                                  round(rng.uniform(20, 1500), 2),
-                                  rng.choice((None, "savings", "rent")), _ts(when)))
-    insert_rows(db, customers=customers, accounts=accounts, cards=cards, transactions=txs,
-                disputes=disputes, transfers=transfers, limit_requests=requests,
-                travel_notices=notices)
+            _transfers(rng, rows, own)
+    insert_rows(db, customers=rows.customers, accounts=rows.accounts, cards=rows.cards,
+                transactions=rows.txs, disputes=rows.disputes, transfers=rows.transfers,
+                limit_requests=rows.requests, travel_notices=rows.notices)
+
+
+def _customer(rng: random.Random, rows: Rows, c: int) -> tuple[str, int, datetime]:
+    """Customer number c; returns (id, KYC level, customer since)."""
+    cid = f"C{c:04d}"
+    first, last = rng.choice(FIRST), rng.choice(LAST)
+    kyc = rng.choices((1, 2, 3), (3, 5, 2))[0]
+    since = NOW - timedelta(days=rng.randint(60, 3000))
+    rows.customers.append((cid, f"{first} {last}", f"{first}.{last}{c}@example.net".lower(),
+                           f"555-{rng.randint(100, 999)}-{rng.randint(1000, 9999)}",
+                           f"{rng.choice(ZIP3)}{rng.randint(0, 99):02d}", kyc, _ts(since)))
+    return cid, kyc, since
+
+
+def _account(rng: random.Random, rows: Rows, cid: str, kind: str, kyc: int,
+             since: datetime) -> str:
+    """An account opened within 30 days of the customer joining; a checking account gets cards,
+    purchases and payroll deposits. Returns its id."""
+    aid = f"A{len(rows.accounts) + 1:05d}"
+    status = "frozen" if rng.random() < 0.02 else "active"
+    balance = round(rng.uniform(50, 9000 if kind == "checking" else 40000), 2)
+    rows.accounts.append((aid, cid, kind, balance, status, rng.choice(KYC_TRANSFER[kyc]),
+                          _ts(since + timedelta(days=rng.randint(0, 30)))))
+    if kind == "checking":
+        card_ids = _cards(rng, rows, cid, aid, kyc)
+        _purchases(rng, rows, aid, card_ids)
+        _deposits(rng, rows, aid)
+    return aid
+
+
+def _cards(rng: random.Random, rows: Rows, cid: str, aid: str, kyc: int) -> list[str]:
+    """One or two cards on a checking account, a few active ones with a travel notice or a pending
+    limit request. Returns their ids."""
+    card_ids = []
+    for _ in range(rng.choice((1, 1, 1, 2))):
+        kid = f"K{len(rows.cards) + 1:05d}"
+        status = rng.choices(("active", "frozen", "cancelled"), (90, 6, 4))[0]
+        last4, limit = f"{rng.randint(0, 9999):04d}", rng.choice(KYC_SPENDING[kyc])
+        rows.cards.append((kid, cid, aid, last4, status, limit,
+                           f"{rng.randint(2026, 2030)}-{rng.randint(1, 12):02d}",
+                           "lost" if status == "cancelled" else None, None,
+                           _ts(NOW - timedelta(days=rng.randint(1, 400)))))
+        card_ids.append(kid)
+        if status == "active" and rng.random() < 0.05:
+            start = NOW + timedelta(days=rng.randint(-20, 40))
+            rows.notices.append((f"TN{len(rows.notices) + 1:05d}", kid,
+                                 rng.choice(("France", "Japan", "Mexico", "Italy", "Canada")),
+                                 start.date().isoformat(),
+                                 (start + timedelta(days=rng.randint(5, 30))).date().isoformat(),
+                                 _ts(start - timedelta(days=7))))
+        if status == "active" and rng.random() < 0.03:
+            rows.requests.append((f"LR{len(rows.requests) + 1:05d}", kid, limit, limit * 2,
+                                  "home renovation purchases", "pending",
+                                  _ts(NOW - timedelta(days=rng.randint(1, 10)))))
+    return card_ids
+
+
+def _purchases(rng: random.Random, rows: Rows, aid: str, card_ids: list[str]) -> None:
+    """Card purchases of the last 120 days; about 1% of the posted ones are disputed."""
+    for _ in range(rng.randint(6, 22)):
+        merchant = rng.choice(sorted(MERCHANTS))
+        low, high = MERCHANTS[merchant]
+        when = NOW - timedelta(days=rng.randint(0, 120), minutes=rng.randint(0, 1440))
+        tid = f"T{len(rows.txs) + 1:07d}"
+        status = "pending" if (NOW - when).days < 2 else "posted"
+        rows.txs.append([tid, aid, rng.choice(card_ids), "purchase", merchant,
+                         round(rng.uniform(low, high), 2), status, _ts(when)])
+        if status == "posted" and rng.random() < 0.012:
+            _dispute(rng, rows, rows.txs[-1], when)
+
+
+def _dispute(rng: random.Random, rows: Rows, tx: list, when: datetime) -> None:
+    """A dispute of purchase `tx` (made at `when`), which it marks disputed. Fraud is credited in
+    full and found its card frozen, other reasons are credited from $100; disputes opened more than
+    30 days ago are resolved."""
+    tx[6] = "disputed"
+    reason = rng.choice(("fraud", "not_received", "duplicate", "wrong_amount"))
+    amount = tx[5]
+    credit = amount if reason == "fraud" or amount >= 100 else 0.0
+    opened = when + timedelta(days=rng.randint(1, 20))
+    rows.disputes.append((f"D{len(rows.disputes) + 1:05d}", tx[0], tx[1], reason, amount,
+                          "open" if opened > NOW - timedelta(days=30) else
+                          rng.choice(("resolved_customer", "resolved_merchant")), credit,
+                          "frozen" if reason == "fraud" else "active", None,
+                          _ts(min(opened, NOW))))
+
+
+def _deposits(rng: random.Random, rows: Rows, aid: str) -> None:
+    for _ in range(rng.randint(1, 3)):
+        when = NOW - timedelta(days=rng.randint(0, 120), hours=rng.randint(0, 23))
+        rows.txs.append([f"T{len(rows.txs) + 1:07d}", aid, None, "deposit", "Payroll ACME Corp",
+                         round(rng.uniform(800, 4200), 2), "posted", _ts(when)])
+
+
+def _transfers(rng: random.Random, rows: Rows, own: list[str]) -> None:
+    """One to three transfers between two of the customer's accounts."""
+    for _ in range(rng.randint(1, 3)):
+        src, dst = rng.sample(own, 2)
+        when = NOW - timedelta(days=rng.randint(1, 90), hours=rng.randint(0, 12))
+        rows.transfers.append((f"TR{len(rows.transfers) + 1:05d}", src, dst,
+                               round(rng.uniform(20, 1500), 2),
+                               rng.choice((None, "savings", "rent")), _ts(when)))

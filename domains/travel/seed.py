@@ -10,6 +10,7 @@ contributors who report to a senior manager. Bookings before today are `complete
 
 import random
 import sqlite3
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
 from endstate.core.tools import insert_rows
@@ -82,69 +83,101 @@ def _hotels(rng: random.Random) -> tuple[list[tuple], list[tuple]]:
     return hotels, rooms
 
 
-def build(db: sqlite3.Connection, rng: random.Random) -> None:
-    employees = _employees(rng)
-    insert_rows(db, employees=employees)
-    by_id = {e[0]: e for e in employees}
-
+def _delegates(rng: random.Random, employees: list[tuple]) -> list[tuple[str, str]]:
+    """(principal, delegate): most managers have an individual contributor who may book for them."""
     delegates = set()
     for principal in [e[0] for e in employees[:160]]:
         if rng.random() < 0.6:
             delegates.add((principal, f"E{rng.randint(161, 1500):04d}"))
-    insert_rows(db, delegates=sorted(delegates))
-    delegate_of = {}
-    for principal, delegate in sorted(delegates):
-        delegate_of.setdefault(principal, delegate)
+    return sorted(delegates)
 
+
+def _rate_caps() -> list[tuple]:
+    """(tier, city, cap): each tier's cap anywhere ("*"), then its caps in the dear cities."""
     caps = [(tier, "*", cap) for tier, (cap, _) in CAPS.items()]
     caps += [(tier, city, cap) for tier, (_, by_city) in CAPS.items()
              for city, cap in by_city.items()]
-    insert_rows(db, rate_caps=caps)
+    return caps
 
+
+def build(db: sqlite3.Connection, rng: random.Random) -> None:
+    employees = _employees(rng)
+    insert_rows(db, employees=employees)
+    delegates = _delegates(rng, employees)
+    insert_rows(db, delegates=delegates)
+    insert_rows(db, rate_caps=_rate_caps())
     hotels, rooms = _hotels(rng)
     insert_rows(db, hotels=hotels, room_types=rooms)
+    bookings = _bookings(rng, employees, delegates, hotels, rooms)
+    insert_rows(db, bookings=bookings.bookings, payments=bookings.payments,
+                approval_requests=bookings.approvals)
+    insert_rows(db, escalations=_escalations(rng, bookings.bookings))
+
+
+@dataclass
+class Bookings:
+    """The bookings and the rows they bring: payments, approval requests."""
+    bookings: list[tuple] = field(default_factory=list)
+    payments: list[tuple] = field(default_factory=list)
+    approvals: list[tuple] = field(default_factory=list)
+
+
+def _bookings(rng: random.Random, employees: list[tuple], delegates: list[tuple[str, str]],
+              hotels: list[tuple], rooms: list[tuple]) -> Bookings:
+    """6,000 bookings of random employees at random hotels, with their payments and now and then
+    an approval request."""
+    by_id = {e[0]: e for e in employees}
+    delegate_of = {}  # the first of a principal's delegates books for them
+    for principal, delegate in delegates:
+        delegate_of.setdefault(principal, delegate)
     room_types = {}
     for hotel_id, code, _, rate, _ in rooms:
         room_types.setdefault(hotel_id, []).append((code, rate))
-
-    bookings, payments, approvals = [], [], []
-    span = (LAST_STAY - FIRST_STAY).days
+    rows = Bookings()
     for b in range(1, 6001):
-        bid = f"B{b:06d}"
         employee = by_id[f"E{rng.randint(1, 1500):04d}"]
-        hotel = rng.choice(hotels)
-        code, rate = rng.choice(room_types[hotel[0]])
-        rate = round(rate * rng.uniform(0.92, 1.05), 2)  # rates move; a booking keeps its own
-        check_in = FIRST_STAY + timedelta(days=rng.randint(0, span))
-        nights = rng.choice((1, 2, 2, 3, 3, 4, 5))
-        check_out = check_in + timedelta(days=nights)
-        booked_ahead = timedelta(days=rng.randint(3, 60))
-        created = min(datetime.combine(check_in, datetime.min.time()) - booked_ahead,
-                      NOW - timedelta(days=1)) + timedelta(minutes=rng.randint(480, 1080))
-        booked_by = delegate_of[employee[0]] if employee[0] in delegate_of and rng.random() < 0.5 \
-            else employee[0]
-        status = "completed" if check_out <= NOW.date() else "confirmed"
-        total = round(nights * rate, 2)
-        fee = None
-        if rng.random() < 0.06:
-            status = "cancelled"
-            fee = rate if rng.random() < 0.3 else 0.0
-        updated = created + timedelta(days=rng.randint(0, 2)) if status == "cancelled" else created
-        bookings.append((bid, employee[0], booked_by, hotel[0], code, check_in.isoformat(),
-                         check_out.isoformat(), rate, total, employee[4], status, fee, _ts(created),
-                         _ts(updated)))
-        payments.append((f"PY{len(payments) + 1:06d}", bid, "charge", total, employee[4],
-                         _ts(created)))
-        if status == "cancelled" and total - fee > 0:
-            payments.append((f"PY{len(payments) + 1:06d}", bid, "refund", round(total - fee, 2),
-                             employee[4], _ts(updated)))
-        if employee[6] and status != "cancelled" and rng.random() < 0.1:
-            approval = _approval(rng, len(approvals) + 1, employee, bid, hotel[0], code, check_in,
-                                 nights, room_types[hotel[0]], created)
-            if approval:
-                approvals.append(approval)
-    insert_rows(db, bookings=bookings, payments=payments, approval_requests=approvals)
+        hotel_id = rng.choice(hotels)[0]
+        _booking(rng, rows, f"B{b:06d}", employee, delegate_of.get(employee[0]), hotel_id,
+                 room_types[hotel_id])
+    return rows
 
+
+def _booking(rng: random.Random, rows: Bookings, bid: str, employee: tuple, delegate: str | None,
+             hotel_id: str, types: list[tuple[str, float]]) -> None:
+    """A stay between FIRST_STAY and LAST_STAY booked 3 to 60 days ahead (by the employee or their
+    delegate), its charge, and its refund if it was cancelled."""
+    code, rate = rng.choice(types)
+    rate = round(rate * rng.uniform(0.92, 1.05), 2)  # rates move; a booking keeps its own
+    check_in = FIRST_STAY + timedelta(days=rng.randint(0, (LAST_STAY - FIRST_STAY).days))
+    nights = rng.choice((1, 2, 2, 3, 3, 4, 5))
+    check_out = check_in + timedelta(days=nights)
+    booked_ahead = timedelta(days=rng.randint(3, 60))
+    created = min(datetime.combine(check_in, datetime.min.time()) - booked_ahead,
+                  NOW - timedelta(days=1)) + timedelta(minutes=rng.randint(480, 1080))
+    booked_by = delegate if delegate is not None and rng.random() < 0.5 else employee[0]
+    status = "completed" if check_out <= NOW.date() else "confirmed"
+    total = round(nights * rate, 2)
+    fee = None
+    if rng.random() < 0.06:
+        status = "cancelled"
+        fee = rate if rng.random() < 0.3 else 0.0
+    updated = created + timedelta(days=rng.randint(0, 2)) if status == "cancelled" else created
+    rows.bookings.append((bid, employee[0], booked_by, hotel_id, code, check_in.isoformat(),
+                          check_out.isoformat(), rate, total, employee[4], status, fee,
+                          _ts(created), _ts(updated)))
+    rows.payments.append((f"PY{len(rows.payments) + 1:06d}", bid, "charge", total, employee[4],
+                          _ts(created)))
+    if status == "cancelled" and total - fee > 0:
+        rows.payments.append((f"PY{len(rows.payments) + 1:06d}", bid, "refund",
+                              round(total - fee, 2), employee[4], _ts(updated)))
+    if employee[6] and status != "cancelled" and rng.random() < 0.1:
+        approval = _approval(rng, len(rows.approvals) + 1, employee, bid, hotel_id, code, check_in,
+                             nights, types, created)
+        if approval:
+            rows.approvals.append(approval)
+
+
+def _escalations(rng: random.Random, bookings: list[tuple]) -> list[tuple]:
     escalations = []
     for i in range(1, 61):
         b = rng.choice(bookings)
@@ -153,7 +186,7 @@ def build(db: sqlite3.Connection, rng: random.Random) -> None:
                               "Traveller wants a room change during the stay."))
         escalations.append((f"ES{i:05d}", b[1], b[0], summary,
                             _ts(NOW - timedelta(days=rng.randint(1, 90)))))
-    insert_rows(db, escalations=escalations)
+    return escalations
 
 
 def _approval(rng, n, employee, booking_id, hotel_id, code, check_in, nights, types, created):

@@ -1,4 +1,5 @@
-"""Training-candidate tasks for the bank domain, generated from templates over sampled entities.
+"""Training-candidate tasks for the bank domain, generated from templates over sampled entities
+(bank_entities.py).
 
     .venv/bin/python tasks/templates/bank.py > tasks/train/bank.jsonl
 
@@ -17,101 +18,34 @@ T8xxxxxx, D8xxxx), disjoint from the bench range (9xxxx) and from the seed. Temp
 
 import random
 import sys
-from datetime import date, timedelta
+from datetime import timedelta
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # taskgen; runpy.run_path does not add it
+# taskgen and bank_entities are imported from this folder, which runpy.run_path does not add
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import taskgen
+from bank_entities import (
+    COUNTRIES,
+    EVERYDAY,
+    TODAY,
+    Charge,
+    Ids,
+    account,
+    card,
+    disputed_charge,
+    identify,
+    last4s,
+    person,
+    purchase,
+)
 from taskgen import allow, call, money, python_check, row, said, say, task
 
 SEED = 20260115
 PER_TEMPLATE = 20
-TODAY = date(2026, 1, 15)
 KYC_CAPS = {1: 1000.0, 2: 3000.0, 3: 10000.0}
-
-FIRST = ("Aurelia", "Benedikt", "Cosima", "Desmond", "Elif", "Florian", "Gwen", "Henrik",
-         "Isolde", "Jasper", "Katya", "Leopold", "Mirela", "Niklas", "Ottilie", "Pavel",
-         "Rosalind", "Silas", "Tamsin", "Valentin", "Wilhelmina", "Yannick", "Zora", "Leif",
-         "Anouk")
-LAST = ("Achterberg", "Bellamy", "Cavanagh", "Delacroix", "Egerton", "Falkenrath", "Grimaldi",
-        "Holloway", "Ingersoll", "Jovanovic", "Kestrel", "Lachance", "Marchetti", "Northcott",
-        "Oduya", "Pemberton", "Quarrie", "Rasmussen", "Strickland", "Thorne")
-ZIPS = ("11201", "19104", "27601", "33130", "46204", "53202", "63108", "80205", "85004", "97205")
-EVERYDAY = ("FreshCart Grocery", "Metro Fuel", "Daily Grind Coffee", "BookNook", "Cinema Nine",
-            "GreenLeaf Market", "Brightline Pharmacy", "QuickRide")
-SHOPS = {"not_received": ("PetPals", "HomeWorks Hardware", "Urban Outfitters Co",
-                          "TechHub Electronics"),
-         "wrong_amount": ("Corner Bistro", "Harbor Hotel", "HomeWorks Hardware", "Metro Fuel"),
-         "fraud": ("Velvet Arcade Online", "Zentrix Digital", "Nova Gadgets Direct", "Quasar Bets")}
-COUNTRIES = ("Brazil", "Kenya", "Vietnam", "Norway", "Peru", "Morocco", "New Zealand", "Thailand")
-
-
-class Ids:
-    """The reserved train ids of task number n: C8nnn, A8nnnk, K8nnnk, T8nnn0kk, D8nnn0 (prior
-    dispute) and D8nnn1 (the next dispute the task opens)."""
-
-    def __init__(self, n: int):
-        self.n = n
-        self.customer = f"C8{n:03d}"
-        self.prior_dispute = f"D8{n:03d}0"
-        self.next_dispute = f"D8{n:03d}1"
-
-    def account(self, k: int) -> str:
-        return f"A8{n3(self.n)}{k}"
-
-    def card(self, k: int) -> str:
-        return f"K8{n3(self.n)}{k}"
-
-    def tx(self, k: int) -> str:
-        return f"T8{n3(self.n)}0{k:02d}"
-
-
-def n3(n: int) -> str:
-    return f"{n:03d}"
-
-
-# -- rows ---------------------------------------------------------------------------------------
-
-def person(rng: random.Random, ids: Ids, kyc: int) -> dict:
-    first, last = rng.choice(FIRST), rng.choice(LAST)
-    return {"id": ids.customer, "name": f"{first} {last}",
-            "email": f"{first}.{last}.{ids.n}@example.org".lower(),
-            "phone": f"555-030-{ids.n:04d}", "zip": rng.choice(ZIPS), "kyc_level": kyc,
-            "created_at": "2022-02-01T09:00:00"}
-
-
-def account(aid: str, cid: str, kind: str, balance: float, limit: float, status="active") -> dict:
-    return {"id": aid, "customer_id": cid, "type": kind, "balance": balance, "status": status,
-            "daily_transfer_limit": limit, "opened_at": "2022-02-01T09:30:00"}
-
-
-def card(kid: str, cid: str, aid: str, last4: str, limit: float, status="active") -> dict:
-    return {"id": kid, "customer_id": cid, "account_id": aid, "last4": last4, "status": status,
-            "spending_limit": limit, "expires": "2029-03", "cancel_reason": None,
-            "replaces": None, "updated_at": "2025-05-01T10:00:00"}
-
-
-def purchase(tid: str, aid: str, kid: str, merchant: str, amount: float, day: date) -> dict:
-    return {"id": tid, "account_id": aid, "card_id": kid, "kind": "purchase", "merchant": merchant,
-            "amount": amount, "status": "posted", "posted_at": f"{day.isoformat()}T14:20:00"}
-
-
-def last4s(rng: random.Random, k: int) -> list[str]:
-    return [f"{x:04d}" for x in rng.sample(range(1000, 10000), k)]
 
 
 # -- task pieces --------------------------------------------------------------------------------
-
-def identify(rng: random.Random, c: dict) -> tuple[str, str, dict]:
-    """How the instruction introduces the user, what the user says to identify themselves, and the
-    matching find_customer call: by email, or (30%) by full name and zip code."""
-    if rng.random() < 0.7:
-        return (f"You are {c['name']} ({c['email']}).", c["email"],
-                call("find_customer", email=c["email"]))
-    return (f"You are {c['name']}, zip code {c['zip']}; you do not remember your registered email.",
-            f"{c['name']}, zip code {c['zip']}",
-            call("find_customer", name=c["name"], zip=c["zip"]))
-
 
 def only(*allowed: dict) -> dict:
     return taskgen.only(*allowed, check_id="no-side-effects")  # the bank tasks' name for it
@@ -270,97 +204,45 @@ def transfer(rng: random.Random, ids: Ids, n: int) -> dict:
 DISPUTE_OUTCOMES = ("fraud", "credit", "no-credit", "too-old", "escalate")
 
 
+def dispute_user(rng: random.Random, c: dict, ch: Charge, digit: str) -> tuple[dict, dict]:
+    """The user who disputes the charge, and the gold find_customer call for them."""
+    story = {"fraud": f"you never made it and have never heard of {ch.merchant}; your card ending "
+                      f"{digit} is still in your wallet",
+             "not_received": f"you paid for an order that never arrived and {ch.merchant} stopped "
+                             "replying",
+             "wrong_amount": f"you agreed to pay {money(ch.agreed or 0)} but were charged more",
+             }[ch.reason]
+    intro, who, find = identify(rng, c)
+    user = {"instruction": f"{intro} {ch.merchant} charged you {money(ch.charged)} on "
+                           f"{ch.day.isoformat()}; {story}. You want it disputed. Accept whatever "
+                           "the agent says policy allows.",
+            "opening": f"I want to dispute a charge from {ch.merchant}.",
+            "script": [f"{who}. The {money(ch.charged)} charge from {ch.day.isoformat()}.",
+                       "Yes, go ahead.", "Okay, thank you."]}
+    return user, find
+
+
 def dispute(rng: random.Random, ids: Ids, n: int) -> dict:
     outcome = DISPUTE_OUTCOMES[n % len(DISPUTE_OUTCOMES)]
     c = person(rng, ids, rng.choice((2, 3)))
     aid, kid = ids.account(1), ids.card(1)
     digit, = last4s(rng, 1)
     balance = round(rng.uniform(1500, 7000), 2)
-    reason = ("fraud" if outcome == "fraud" else "not_received" if outcome == "escalate"
-              else rng.choice(("not_received", "wrong_amount")))
-    age = rng.randint(66, 110) if outcome == "too-old" else rng.randint(3, 55)
-    day = TODAY - timedelta(days=age)
-    if outcome == "escalate":
-        charged = float(rng.choice((2650, 3100, 4475, 5200)))
-    elif outcome == "no-credit":
-        charged = round(rng.uniform(20, 95), 2)
-    else:
-        charged = round(rng.uniform(120, 1800), 2)
-    agreed = None
-    if reason == "wrong_amount":
-        # the overcharge is what is disputed: keep it on the intended side of $100.00
-        over = round(rng.uniform(5, charged * 0.6), 2) if outcome == "no-credit" else \
-            round(rng.uniform(100, max(101, charged * 0.8)), 2) if outcome == "credit" else \
-            round(charged / 2, 2)
-        agreed = round(charged - over, 2)
-    disputed = round(charged - agreed, 2) if agreed is not None else charged
-    merchant = rng.choice(SHOPS[reason])
+    ch = disputed_charge(rng, outcome)
     txs = [purchase(ids.tx(1), aid, kid, rng.choice(EVERYDAY), 31.5, TODAY - timedelta(days=150)),
-           purchase(ids.tx(2), aid, kid, merchant, charged, day),
+           purchase(ids.tx(2), aid, kid, ch.merchant, ch.charged, ch.day),
            purchase(ids.tx(3), aid, kid, rng.choice(EVERYDAY), round(rng.uniform(5, 80), 2),
                     TODAY - timedelta(days=rng.randint(2, 10)))]
-    target = ids.tx(2)
-    story = {"fraud": f"you never made it and have never heard of {merchant}; your card ending "
-                      f"{digit} is still in your wallet",
-             "not_received": f"you paid for an order that never arrived and {merchant} stopped "
-                             "replying",
-             "wrong_amount": f"you agreed to pay {money(agreed or 0)} but were charged more",
-             }[reason]
-    intro, who, find = identify(rng, c)
-    user = {"instruction": f"{intro} {merchant} charged you {money(charged)} on "
-                           f"{day.isoformat()}; {story}. You want it disputed. Accept whatever the "
-                           "agent says policy allows.",
-            "opening": f"I want to dispute a charge from {merchant}.",
-            "script": [f"{who}. The {money(charged)} charge from {day.isoformat()}.",
-                       "Yes, go ahead.", "Okay, thank you."]}
+    user, find = dispute_user(rng, c, ch, digit)
     lookup = [find, call("get_customer", customer_id=c["id"]),
-              call("list_transactions", account_id=aid, merchant=merchant.split()[0])]
-    no_dispute = {"id": "no-dispute", "kind": "absent", "table": "disputes",
-                  "where": {"transaction_id": target}}
+              call("list_transactions", account_id=aid, merchant=ch.merchant.split()[0])]
     if outcome == "too-old":
-        gold = lookup + [say(f"That charge is from {day.isoformat()}, more than 60 days ago, "
-                             "so it can no longer be disputed.")]
-        checks = [no_dispute,
-                  said("told-window", {"any_of": ["60 days", "60-day", "sixty days"]}), only()]
-        tags = ["dispute", "policy-trap", "refuse", "said"]
+        gold, checks, tags = dispute_refused(ch, ids.tx(2), lookup)
     elif outcome == "escalate":
-        gold = lookup + [say("Disputes over $2,500.00 go to our disputes team; I'll pass it "
-                             "on."),
-                         call("escalate", summary=f"Dispute of {money(charged)} {merchant} charge "
-                                                  f"{target}; over the $2,500 threshold.",
-                              customer_id=c["id"], reference=target)]
-        checks = [no_dispute, {"id": "escalated", "kind": "count", "table": "escalations",
-                               "where": {"customer_id": c["id"]}, "expect": 1},
-                  only(allow("escalations", {"customer_id": c["id"]}))]
-        tags = ["dispute", "policy-trap", "escalate"]
+        gold, checks, tags = dispute_escalated(ch, ids.tx(2), lookup, c["id"])
     else:
-        credit = outcome in ("fraud", "credit")
-        args = {"transaction_id": target, "reason": reason}
-        if agreed is not None:
-            args["amount"] = disputed
-        gold = lookup + ([call("freeze_card", card_id=kid)] if reason == "fraud" else [])
-        gold.append(call("open_dispute", **args))
-        if credit:
-            gold.append(call("issue_provisional_credit", dispute_id=ids.next_dispute))
-        gold.append(say(f"The dispute for {money(disputed)} is open; " +
-                        (f"{money(disputed)} is credited provisionally." if credit else
-                         "it is under $100.00, so no provisional credit.")))
-        checks = [row("dispute-opened", "disputes", {"transaction_id": target},
-                      {"reason": reason, "amount": disputed, "status": "open"}),
-                  python_check("credit-per-policy", "provisional_credit_per_policy",
-                               transaction_id=target)]
-        allowed = [allow("disputes", {"transaction_id": target}),
-                   allow("transactions", {"id": target})]
-        if reason == "fraud":
-            checks.append(python_check("card-frozen-first", "fraud_card_frozen_first",
-                                       transaction_id=target))
-            allowed.append(allow("cards", {"id": kid}))
-        if credit:
-            allowed += [allow("transactions", {"kind": "provisional_credit", "account_id": aid}),
-                        allow("accounts", {"id": aid})]
-        checks.append(only(*allowed))
-        tags = ["dispute", reason, "multi-write" if credit else "single-write"] + \
-            ([] if credit else ["policy-trap"])
+        gold, checks, tags = dispute_opened(ch, ids, lookup, aid, kid,
+                                            credit=outcome in ("fraud", "credit"))
     init = {"customers": [c], "accounts": [account(aid, c["id"], "checking", balance, 2500.0)],
             "cards": [card(kid, c["id"], aid, digit, 2000.0)], "transactions": txs,
             "disputes": [{"id": ids.prior_dispute, "transaction_id": ids.tx(1), "account_id": aid,
@@ -368,6 +250,66 @@ def dispute(rng: random.Random, ids: Ids, n: int) -> dict:
                           "provisional_credit": 0.0, "card_status_at_open": "active", "note": None,
                           "opened_at": "2025-08-30T10:00:00"}]}
     return task("bank", "dispute", n, tags, user, init, checks, gold)
+
+
+def no_dispute(target: str) -> dict:
+    return {"id": "no-dispute", "kind": "absent", "table": "disputes",
+            "where": {"transaction_id": target}}
+
+
+def dispute_refused(ch: Charge, target: str, lookup: list) -> tuple[list, list, list]:
+    """(gold, checks, tags) of a charge older than the 60-day window: no dispute, say why."""
+    gold = lookup + [say(f"That charge is from {ch.day.isoformat()}, more than 60 days ago, "
+                         "so it can no longer be disputed.")]
+    checks = [no_dispute(target),
+              said("told-window", {"any_of": ["60 days", "60-day", "sixty days"]}), only()]
+    return gold, checks, ["dispute", "policy-trap", "refuse", "said"]
+
+
+def dispute_escalated(ch: Charge, target: str, lookup: list,
+                      customer_id: str) -> tuple[list, list, list]:
+    """(gold, checks, tags) of a charge over $2,500: escalated, not opened."""
+    gold = lookup + [say("Disputes over $2,500.00 go to our disputes team; I'll pass it on."),
+                     call("escalate", summary=f"Dispute of {money(ch.charged)} {ch.merchant} "
+                                              f"charge {target}; over the $2,500 threshold.",
+                          customer_id=customer_id, reference=target)]
+    checks = [no_dispute(target), {"id": "escalated", "kind": "count", "table": "escalations",
+                                   "where": {"customer_id": customer_id}, "expect": 1},
+              only(allow("escalations", {"customer_id": customer_id}))]
+    return gold, checks, ["dispute", "policy-trap", "escalate"]
+
+
+def dispute_opened(ch: Charge, ids: Ids, lookup: list, aid: str, kid: str,
+                   credit: bool) -> tuple[list, list, list]:
+    """(gold, checks, tags) of a dispute that is opened: fraud freezes the card first, and a
+    provisional credit follows for fraud or from $100.00."""
+    target = ids.tx(2)
+    args = {"transaction_id": target, "reason": ch.reason}
+    if ch.agreed is not None:
+        args["amount"] = ch.disputed
+    gold = lookup + ([call("freeze_card", card_id=kid)] if ch.reason == "fraud" else [])
+    gold.append(call("open_dispute", **args))
+    if credit:
+        gold.append(call("issue_provisional_credit", dispute_id=ids.next_dispute))
+    gold.append(say(f"The dispute for {money(ch.disputed)} is open; " +
+                    (f"{money(ch.disputed)} is credited provisionally." if credit else
+                     "it is under $100.00, so no provisional credit.")))
+    checks = [row("dispute-opened", "disputes", {"transaction_id": target},
+                  {"reason": ch.reason, "amount": ch.disputed, "status": "open"}),
+              python_check("credit-per-policy", "provisional_credit_per_policy",
+                           transaction_id=target)]
+    allowed = [allow("disputes", {"transaction_id": target}), allow("transactions", {"id": target})]
+    if ch.reason == "fraud":
+        checks.append(python_check("card-frozen-first", "fraud_card_frozen_first",
+                                   transaction_id=target))
+        allowed.append(allow("cards", {"id": kid}))
+    if credit:
+        allowed += [allow("transactions", {"kind": "provisional_credit", "account_id": aid}),
+                    allow("accounts", {"id": aid})]
+    checks.append(only(*allowed))
+    tags = ["dispute", ch.reason, "multi-write" if credit else "single-write"] + \
+        ([] if credit else ["policy-trap"])
+    return gold, checks, tags
 
 
 def travel_notice(rng: random.Random, ids: Ids, n: int) -> dict:
