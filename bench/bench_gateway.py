@@ -50,8 +50,8 @@ def percentile(samples: list[float], q: float) -> float:
 
 def in_process(tasks: list[dict], sessions: int, calls: list) -> tuple[float, list[float]]:
     """(wall, per-call seconds) of the same calls on fresh sandboxes, one session after another."""
-    from endstate.core.domain import Domains
-    from endstate.core.sandbox import Sandbox
+    from endstate.core.env.domain import Domains
+    from endstate.core.env.sandbox import Sandbox
 
     domain, latencies = Domains()["retail"], []
     start = time.perf_counter()

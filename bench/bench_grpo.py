@@ -121,7 +121,7 @@ def main() -> None:
         skip_trl = "TRL is not installed (make bench installs it: pip install -e '.[bench]')"
     import torch
 
-    from endstate.core.local_model import resolve_model
+    from endstate.core.agent.local_model import resolve_model
 
     model_dir = resolve_model(a.model)
     from transformers import AutoConfig

@@ -25,12 +25,13 @@ import time
 
 import torch
 
-from endstate.core.agents import few_shot_of
-from endstate.core.domain import Domains
-from endstate.core.interpret import render_system
-from endstate.core.local_model import LocalGenerator, Sampling, load, resolve_model
-from endstate.core.sandbox import Sandbox
-from endstate.core.trace import ChatTemplate
+from endstate.core.agent.backends import few_shot_of
+from endstate.core.agent.interpret import render_system
+from endstate.core.agent.local_model import LocalGenerator, load, resolve_model
+from endstate.core.agent.sampling import Sampling
+from endstate.core.agent.trace import ChatTemplate
+from endstate.core.env.domain import Domains
+from endstate.core.env.sandbox import Sandbox
 
 
 def prompts_of(domain_name: str, tokenizer, batch: int) -> tuple[list[list[int]], int]:

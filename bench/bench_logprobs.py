@@ -1,5 +1,5 @@
 """Peak memory of the update's log-probs: the direct computation (the whole logits, then
-log-softmax; what grpo did before issue #20) against the chunked lm_head (tools/grpo/logprobs.py),
+log-softmax; what grpo did before the chunked head) against the chunked lm_head (tools/grpo/logprobs.py),
 forward + backward over one 3k-token sequence at the embedded model's shape (hidden 576,
 vocabulary 49152), fp32 on CPU, temperature 0.7.
 
@@ -33,7 +33,7 @@ def measure(variant: str, positions: int, hidden_size: int, vocab: int, chunk: i
     """One forward + backward in this process; returns its peak bytes and seconds."""
     import torch
 
-    from endstate.core.local_model import processed_logits
+    from endstate.core.agent.sampling import processed_logits
     from endstate.grpo.algorithm import token_logprobs
     from endstate.grpo.logprobs import chunked_token_logprobs
 

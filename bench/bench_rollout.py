@@ -38,9 +38,11 @@ def bench_keys(episodes: int, per_domain: int = 16) -> list[dict]:
 def run(tasks_file: str, url: str, repeats: int, jobs: int, limit: int | None = None, procs: int = 1
         ) -> tuple[float, float, list[dict]]:
     """(wall, CPU of this process and its episode workers, episodes)."""
-    from endstate.core.domain import Domains
-    from endstate.core.runtime import RunConfig, build_backend, run_episodes
-    from endstate.core.tasks import load_tasks, plan
+    from endstate.core.env.domain import Domains
+    from endstate.core.episode.backends import build_backend
+    from endstate.core.episode.config import RunConfig
+    from endstate.core.episode.plan import load_tasks, plan
+    from endstate.core.episode.runtime import run_episodes
 
     cfg = RunConfig(backend="chat", model="double", agent_urls=[url], jobs=jobs, procs=procs, timeout=30.0)
     keys = plan(load_tasks([tasks_file], None), repeats, set())[:limit]

@@ -19,9 +19,9 @@ import sqlite3
 import statistics
 import time
 
-from endstate.core.domain import Domains
-from endstate.core.sandbox import Sandbox
-from endstate.core.grader import Grader, TaskIndex
+from endstate.core.env.domain import Domains
+from endstate.core.env.sandbox import Sandbox
+from endstate.core.grading.grader import Grader, TaskIndex
 
 TASK_ID = "retail-return-two-lines"
 CALLS = [  # ten calls, reads and writes, as a short agent episode would make

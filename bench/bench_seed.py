@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 import sqlite_utils
 
-import endstate.core.tools as core_tools
-from endstate.core.domain import Domain, Domains
+import endstate.core.env.tools as core_tools
+from endstate.core.env.domain import Domain, Domains
 
 
 def insert_all(conn, **rows) -> None:

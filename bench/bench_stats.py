@@ -3,7 +3,7 @@
 Prints, from one run on the same file, the wall time of each tool against two baselines:
 (a) a plain orjson parse loop over the file (a Python subprocess, like the tools), and
 (b) jq counting successes per task (`jq -s 'group_by(.task_id) | ...'`).
-Targets (issue 4): each tool <= 1.5x the orjson parse and >= 4x faster than jq.
+Targets: each tool <= 1.5x the orjson parse and >= 4x faster than jq.
 Every figure is the best of --repeats runs (this box is shared; the minimum is the least noisy);
 the tools run as their console scripts, interpreter start-up and imports included.
 

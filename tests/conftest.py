@@ -20,14 +20,14 @@ BIN = Path(sys.executable).parent
 
 @pytest.fixture(scope="session")
 def domains():
-    from endstate.core.domain import Domains
+    from endstate.core.env.domain import Domains
 
     return Domains()
 
 
 @pytest.fixture(scope="session")
 def tasks(domains):
-    from endstate.core.grader import TaskIndex
+    from endstate.core.grading.grader import TaskIndex
 
     return TaskIndex(domains)
 

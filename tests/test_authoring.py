@@ -58,9 +58,9 @@ def test_dropping_the_trap_check_on_what_to_do_instead_fails_validate_naming_the
 
 
 def test_the_trap_catches_the_forbidden_write():
-    from endstate.core.domain import Domains
-    from endstate.core.episode import replay
-    from endstate.core.grader import Grader
+    from endstate.core.env.domain import Domains
+    from endstate.core.episode.replay import replay
+    from endstate.core.grading.grader import Grader
 
     domains = Domains([str(DOMAINS)])
     task = next(t for t in example_tasks() if t["id"] == TRAP)

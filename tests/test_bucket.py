@@ -17,8 +17,8 @@ from scipy import stats
 
 from endstate.bucket import pool as P
 from endstate.bucket.cli import cli
-from endstate.core.bands import TIE_TOL, Bands, assign, band_masses, posterior
-from endstate.core.schemas import Attempt
+from endstate.core.records.structs import Attempt
+from endstate.core.stats.bands import TIE_TOL, Bands, assign, band_masses, posterior
 
 NAMES = ["too_hard", "hard", "medium", "easy", "too_easy"]
 
@@ -185,7 +185,7 @@ def test_cli_reads_stdin(files):
 def test_cli_all_and_min_clean_runs(files):
     out = {d["task_id"]: d for d in lines(run(["--all", files["att"]]).stdout)}
     assert list(out) == ["dead-1", "easy-1", "hard-1", "mid-1", "new-1"]
-    from endstate.core.schemas import problem
+    from endstate.core.records.schemas import problem
     assert all(problem("difficulty", d) is None for d in out.values())
     assert out["new-1"]["reason"] == "insufficient_runs" and out["new-1"]["system_errors"] == 1
     assert out["dead-1"]["reason"] == "band" and out["dead-1"]["band"] == "too_hard"
@@ -241,7 +241,7 @@ def test_cli_tasks_emits_task_records_with_difficulty(files):
     out = lines(result.stdout)
     assert [t["id"] for t in out] == ["easy-1", "hard-1", "mid-1"]
     assert out[0]["user"]["instruction"] == "Do easy-1." and out[0]["difficulty"]["band"] == "easy"
-    from endstate.core.schemas import problem
+    from endstate.core.records.schemas import problem
     assert all(problem("task", t) is None for t in out)
     every = {t["id"]: t["difficulty"] for t in lines(run(["--all", "--tasks", files["tasks"],
                                                           files["att"]]).stdout)}
@@ -297,7 +297,7 @@ def p_keep(n, k, lo=0.08, hi=0.90):
 
 
 def test_uncertain_selects_exactly_the_open_decisions():
-    """Issue #14.1: 0/4 (P(keep) 0.40) was not emitted and 4/8 (P(keep) 1.00) was; at n = 20,
+    """0/4 (P(keep) 0.40) was not emitted and 4/8 (P(keep) 1.00) was; at n = 20,
     k = 1, 2, 17, 19 (P(keep) 0.35-0.79) were not. Over the whole (n, k) grid the selection is
     exactly 1 - P < P(kept bands) < P (scipy's Beta CDF as the reference)."""
     rows = [r for n in range(1, 21) for k in range(n + 1)
@@ -347,7 +347,7 @@ def test_keep_if_decides_on_p_kept(files):
 
 
 def test_unprobed_tasks_are_never_kept(files):
-    """Issue #14.9: n = 0 showed as `hard` and --min-clean-runs 0 kept it."""
+    """n = 0 showed as `hard` and --min-clean-runs 0 kept it."""
     every = {t["id"]: t["difficulty"] for t in lines(run(
         ["--all", "--min-clean-runs", "0", "--keep", "too_hard,hard,medium,easy,too_easy",
          "--tasks", files["tasks"], files["att"]]).stdout)}
@@ -360,7 +360,7 @@ def test_unprobed_tasks_are_never_kept(files):
 
 
 def test_holdout_rounds_half_up():
-    """Issue #14.10: 0.5 of 5 held out 2 (half to even), undocumented."""
+    """0.5 of 5 held out 2 (half to even), undocumented."""
     assert P.held_out_count(0.5, 5) == 3 and P.held_out_count(0.5, 7) == 4
     assert P.held_out_count(0.1, 25) == 3 and P.held_out_count(0.1, 24) == 2  # exact decimals
     recs = [{"task_id": f"t{i}", "domain": "d", "band": "hard"} for i in range(5)]
@@ -368,7 +368,7 @@ def test_holdout_rounds_half_up():
 
 
 def test_duplicate_keys(files, tmp_path):
-    """Issue #13.5: a key read twice was counted twice."""
+    """a key read twice was counted twice."""
     dup = write(tmp_path / "d.jsonl", [*attempts("a", [1, 0]), *attempts("a", [1])])
     result = run([dup])
     assert result.exit_code == 4 and result.stdout == ""

@@ -4,7 +4,6 @@ import tomllib
 
 import click
 import pytest
-
 from conftest import ROOT, run_tool
 
 SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]

@@ -8,11 +8,11 @@ import runpy
 import sqlite3
 
 import pytest
-
 from conftest import ROOT
-from endstate.core.episode import replay
-from endstate.core.sandbox import Sandbox
-from endstate.core.grader import Grader
+
+from endstate.core.env.sandbox import Sandbox
+from endstate.core.episode.replay import replay
+from endstate.core.grading.grader import Grader
 
 BENCH = ROOT / "tasks" / "bench" / "bank.jsonl"
 TRAIN = ROOT / "tasks" / "train" / "bank.jsonl"

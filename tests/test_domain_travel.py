@@ -8,9 +8,10 @@ import sys
 import orjson
 import pytest
 from conftest import ROOT
-from endstate.core.episode import replay
-from endstate.core.sandbox import Sandbox
-from endstate.core.grader import Grader, TaskIndex
+
+from endstate.core.env.sandbox import Sandbox
+from endstate.core.episode.replay import replay
+from endstate.core.grading.grader import Grader, TaskIndex
 from endstate.grade.validate import validate_task
 
 BENCH = ROOT / "tasks" / "bench" / "travel.jsonl"

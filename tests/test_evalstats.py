@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numerics import approx, incbet_error, stated
 
-from endstate.core.schemas import Attempt, problem
+from endstate.core.records.schemas import problem
+from endstate.core.records.structs import Attempt
 from endstate.evalstats import estimands as S
 from endstate.evalstats import estimators as E
 from endstate.evalstats import groups as G
@@ -179,7 +180,7 @@ def test_estimands_match_an_independent_computation(ns, cs, clusters, pooled, es
 
 
 def test_pooled_interval_is_the_pooled_estimates_own():
-    """Issue #14.5: A 100/100 and three tasks 0/2 gave pooled 0.943 with the task-mean interval
+    """A 100/100 and three tasks 0/2 gave pooled 0.943 with the task-mean interval
     [0, 0.740], which excluded it. Each estimand now has its own interval around itself."""
     pooled = S.pass_at_1([100, 2, 2, 2], [100, 0, 0, 0], pooled=True)
     mean = S.pass_at_1([100, 2, 2, 2], [100, 0, 0, 0], pooled=False)
@@ -194,7 +195,7 @@ def test_pooled_interval_is_the_pooled_estimates_own():
 
 
 def test_singleton_clusters_reproduce_the_unclustered_se_exactly():
-    """Issue #14.7: CR1's G/(G-1) makes one task per cluster the plain sd(s)/sqrt(T)."""
+    """CR1's G/(G-1) makes one task per cluster the plain sd(s)/sqrt(T)."""
     ns, cs = [20] * 7, [0, 3, 9, 14, 20, 5, 11]
     plain = S.pass_at_1(ns, cs, pooled=False)
     single = S.pass_at_1(ns, cs, pooled=False, clusters=list(range(7)))
@@ -206,7 +207,7 @@ def test_singleton_clusters_reproduce_the_unclustered_se_exactly():
 
 
 def test_finite_samples_never_give_zero_width():
-    """Issue #14.6: all-0 and all-1 runs, and a paired Δ that is the same on every task."""
+    """all-0 and all-1 runs, and a paired Δ that is the same on every task."""
     for cs in ([0, 0, 0], [20, 20, 20]):
         lo, hi = S.pass_at_1([20] * 3, cs, pooled=True)["ci95"]
         assert hi - lo > 0.01
@@ -353,7 +354,7 @@ def test_default_ks_and_k_too_large(tmp_path, hand):
 
 def test_formats(hand):
     table = run(["--format", "table", "--by", "domain", hand]).stdout.splitlines()
-    # each head is distinct and names its estimand and k (issue #14.5, #14.8)
+    # each head is distinct and names its estimand and k
     assert table[0].split() == ["group", "tasks", "attempts", "sys_err", "pass@1(pooled)%", "±se",
                                 "pass@1(task-mean)%", "pass@4%", "pass^4%", "4/4", "$/success",
                                 "$/reliable"]
@@ -417,7 +418,7 @@ def test_coverage_gate_allow_incomplete_and_pass(gate, tmp_path):
 
 
 def test_coverage_gate_metrics_cover_exactly_the_grid(tmp_path):
-    """Issue #14.2: expected {g1, g2} × 0..2, all failures; an extra task zz and g1's attempt 3
+    """expected {g1, g2} × 0..2, all failures; an extra task zz and g1's attempt 3
     succeed. Before: exit 0, tasks 3, pass@1 0.25. Now they are listed and left out."""
     data = [*rows("g1", [0, 0, 0, 1], "r"), *rows("g2", [0, 0, 0], "r"), *rows("zz", [1, 1], "r")]
     att, tasks = write(tmp_path / "a.jsonl", data), write(tmp_path / "t.jsonl", [task("g1"), task("g2")])
@@ -527,7 +528,7 @@ def test_compare_k_format_plot_and_errors(tmp_path):
 
 
 def test_compare_reports_the_summary_estimand(tmp_path):
-    """Issue #14.5: with unequal n, compare's base/new are summary's pooled pass@1, and it says so."""
+    """with unequal n, compare's base/new are summary's pooled pass@1, and it says so."""
     data = [*rows("A", [1] * 10, "r"), *rows("B", [0, 0], "r"), *rows("C", [1, 0], "r")]
     path = write(tmp_path / "u.jsonl", data)
     summary = orjson.loads(run([path]).stdout)["overall"]
@@ -545,7 +546,7 @@ def test_compare_reports_the_summary_estimand(tmp_path):
 
 
 def test_by_never_changes_overall(tmp_path):
-    """Issue #14.3: a task split over two models had a smaller common n per model, and the
+    """a task split over two models had a smaller common n per model, and the
     default k of `overall` followed it."""
     data = [*rows("A", [1, 0, 1, 1], "r", model="a"), *rows("A", [1, 1, 0, 0], "r", model="b", first=4),
             *rows("B", [0] * 8, "r", model="a")]
@@ -559,7 +560,7 @@ def test_by_never_changes_overall(tmp_path):
 
 
 def test_a_tasks_group_is_a_task_property(tmp_path):
-    """Issue #14.3: a task whose attempts disagree on domain is one task in one group; the first
+    """a task whose attempts disagree on domain is one task in one group; the first
     non-null value wins, disagreement is an input error, and --tasks decides."""
     data = [{**r, "domain": None} if r["attempt"] == 0 else r for r in rows("A", [1, 0], "retail")]
     data = [{k: v for k, v in r.items() if v is not None or k != "domain"} for r in data]
@@ -590,7 +591,7 @@ def test_by_tags_puts_a_task_in_the_group_of_each_of_its_tags(tmp_path):
 
 
 def test_by_a_field_no_record_has_is_an_error(hand):
-    """Issue #14.11: attempts carry no tags; one "(none)" group hid that."""
+    """attempts carry no tags; one "(none)" group hid that."""
     result = run(["--by", "tag", hand])
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr == ("--by tag: no attempt record has a field 'tag'; name a field the "
@@ -599,7 +600,7 @@ def test_by_a_field_no_record_has_is_an_error(hand):
 
 
 def test_price_without_usage_is_unpriced_not_free(tmp_path):
-    """Issue #14.4: an attempt of a --price model without usage was priced at $0 and counted."""
+    """an attempt of a --price model without usage was priced at $0 and counted."""
     data = [*rows("A", [1, 0], "r"), *({k: v for k, v in r.items() if k != "usage"}
                                       for r in rows("B", [1], "r"))]
     result = run(["--price", "m=1000,2000", write(tmp_path / "u.jsonl", data)])
@@ -615,7 +616,7 @@ def test_price_without_usage_is_unpriced_not_free(tmp_path):
 
 
 def test_observed_all_k_is_the_k_counted(tmp_path):
-    """Issue #14.8: k was the largest n_i, though tasks were counted over their own n."""
+    """k was the largest n_i, though tasks were counted over their own n."""
     mixed = orjson.loads(run([write(tmp_path / "k.jsonl", [*rows("A", [1] * 4, "r"),
                                                             *rows("B", [1] * 5, "r")])]).stdout)
     obs = mixed["overall"]["observed_all"]
@@ -625,7 +626,7 @@ def test_observed_all_k_is_the_k_counted(tmp_path):
     assert "k/k" in table.stdout.splitlines()[0].split()
 
 
-# --- duplicate keys (issue #13, class 5) ------------------------------------------------------------
+# --- duplicate keys ------------------------------------------------------------
 
 DUPES = [*rows("A", [1, 0], "r"), *rows("B", [1], "r"), *rows("A", [0], "r", first=1),
          *rows("B", [None], "r")]  # A/1 twice clean (lines 2, 4); B/0 ok then a system error

@@ -11,10 +11,11 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from endstate.core import records, schemas
 from endstate.core.errors import InputError
-from endstate.core.records import Loc, SkipLog, fold_jsonl, read_jsonl
-from endstate.core.schemas import Attempt
+from endstate.core.records import jsonl as records
+from endstate.core.records import schemas
+from endstate.core.records.jsonl import Loc, SkipLog, fold_jsonl, read_jsonl
+from endstate.core.records.structs import Attempt
 
 VALID = {"task_id": "t1", "domain": "retail", "attempt": 3, "reward": 1, "status": "ok",
          "model": "m", "usage": {"agent": {"prompt_tokens": 5, "completion_tokens": 2}},

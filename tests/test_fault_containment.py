@@ -16,14 +16,14 @@ from conftest import BIN, ROOT, run_tool
 from openai_double import FakeEndpoint, Raw, gold_policy
 from test_sandbox import make_domain
 
-from endstate.core import schemas
-from endstate.core.domain import Domains
-from endstate.core.episode import replay
+from endstate.core.env.domain import Domains
+from endstate.core.episode.plan import done_keys
+from endstate.core.episode.replay import replay
 from endstate.core.errors import ConfigurationError, EndstateError, InputError
-from endstate.core.grader import Grader
-from endstate.core.judge import Judge, JudgeError
-from endstate.core.records import checked_line
-from endstate.core.tasks import done_keys
+from endstate.core.grading.grader import Grader
+from endstate.core.grading.judge import Judge, JudgeError
+from endstate.core.records import schemas
+from endstate.core.records.jsonl import checked_line
 
 RETAIL = ROOT / "tasks" / "bench" / "retail.jsonl"
 
@@ -230,7 +230,7 @@ def test_nothing_a_tool_or_a_check_does_outlives_its_episode(shop):
 def test_a_python_check_that_never_ends_is_a_task_defect(shop, monkeypatch):
     import sys
 
-    from endstate.core import checks
+    from endstate.core.grading import checks
 
     monkeypatch.setattr(checks, "PYTHON_LINES", 100_000)  # 20M in production: ~3 s traced
     task = shop_task({"kind": "python", "name": "loops"}, QTY_IS_5)
@@ -374,10 +374,12 @@ def test_the_tool_prefill_counts_toward_max_context():
 
     from transformers import AutoTokenizer
 
-    from endstate.core.agents import TokenSession
-    from endstate.core.endpoints import ContextOverflow
-    from endstate.core.local_model import Sampling, resolve_model
-    from endstate.core.trace import ChatTemplate
+    from endstate.core.agent.local_model import resolve_model
+    from endstate.core.agent.sampling import Sampling
+    from endstate.core.agent.tokens import TokenSession
+    from endstate.core.agent.trace import ChatTemplate
+    from endstate.core.records.structs import SystemMessage, UserMessage
+    from endstate.core.wire.endpoints import ContextOverflow
 
     template = ChatTemplate(AutoTokenizer.from_pretrained(resolve_model("embedded")))
 
@@ -386,7 +388,7 @@ def test_the_tool_prefill_counts_toward_max_context():
 
     def session(prefill: bool) -> TokenSession:
         s = TokenSession(template, never, Sampling(max_new_tokens=16), 0, [], "", [], tool_prefill=prefill)
-        s.begin([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}])
+        s.begin([SystemMessage("Be brief."), UserMessage("Hello")])
         s.max_context = s.trace.length + 16  # exactly fits without the prefill
         return s
 
@@ -461,13 +463,13 @@ def test_a_python_check_must_return_a_bool(shop, name):
 
 
 def test_unwritable_answers_cost_their_call_or_their_episode():
-    from endstate.core.agents import native_calls
-    from endstate.core.endpoints import EndpointFailure, usage_of
+    from endstate.core.agent.chat import native_calls
+    from endstate.core.wire.endpoints import EndpointFailure, usage_of
 
     deep = '{"order_id": ' + "[" * 300 + "]" * 300 + "}"  # orjson reads 1024 levels, writes 255
     calls, errors = native_calls({"tool_calls": [call("get_order", deep), call("get_order", '{"order_id": "W1"}')]},
                                  {})
-    assert [(c.name, c.arguments) for c in calls] == [("get_order", {"order_id": "W1"})]
+    assert [(c.name, c.args()) for c in calls] == [("get_order", {"order_id": "W1"})]
     assert "unreadable arguments for get_order" in errors[0]
     with pytest.raises(EndpointFailure, match="usage.prompt_tokens is 18446744073709551615"):
         usage_of({"usage": {"prompt_tokens": 2 ** 64 - 1}})
@@ -483,7 +485,7 @@ def test_unwritable_answers_cost_their_call_or_their_episode():
     (b'{"prompting": {"few_shot": "false"}}', "prompting.few_shot is 'false'; expected true or false"),
 ])
 def test_a_bad_prompting_record_names_its_file(tmp_path, content, message):
-    from endstate.core.prompting import PROMPTING_FILE, recorded
+    from endstate.core.agent.prompting import PROMPTING_FILE, recorded
 
     (tmp_path / PROMPTING_FILE).write_bytes(content)
     with pytest.raises(EndstateError, match=message) as e:

@@ -13,7 +13,7 @@ import time
 import pytest
 from conftest import BIN, ROOT
 
-from endstate.core import schemas
+from endstate.core.records import schemas
 
 TOOLS = ("grade", "bucket", "evalstats", "rollout", "probe", "grpo")
 EPISODE = ("--max-new-tokens", "8", "--max-turns", "1", "--seed", "0")

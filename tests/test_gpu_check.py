@@ -1,4 +1,4 @@
-"""bench/gpu_check.sh cannot rot: its CPU dry mode runs every stage (model conversion, rollout on the
+"""acceptance/gpu_check.sh cannot rot: its CPU dry mode runs every stage (model conversion, rollout on the
 local backend, 2 grpo steps, Policy.update under ZeRO-2 and ZeRO-3, the vllm stage's skip) at tiny
 shapes. And the local generator's GPU-path fix that CPU can show: transformers' auto-compilation
 of the forward for a static cache (which recompiles for every batch shape on a GPU) never runs."""
@@ -25,7 +25,7 @@ def test_gpu_check_dry_run_runs_every_stage(tmp_path):
     # The limits turn a hang into a failure, nothing more: the run takes ~70 s on this 2-core box
     # alone and ~140 s beside the rest of the suite, its longest stage ~25-50 s. The whole run's
     # limit covers its five stages' so that a stage's own message is what a hang shows.
-    done = subprocess.run(["bash", str(ROOT / "bench/gpu_check.sh"), "--device", "cpu"], capture_output=True,
+    done = subprocess.run(["bash", str(ROOT / "acceptance/gpu_check.sh"), "--device", "cpu"], capture_output=True,
                           text=True, timeout=3600, env=env, cwd=ROOT)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     lines = done.stdout.splitlines()
@@ -38,7 +38,7 @@ def test_gpu_check_dry_run_runs_every_stage(tmp_path):
 
 
 def test_gpu_check_refuses_an_unknown_device():
-    done = subprocess.run(["bash", str(ROOT / "bench/gpu_check.sh"), "--device", "tpu"], capture_output=True,
+    done = subprocess.run(["bash", str(ROOT / "acceptance/gpu_check.sh"), "--device", "tpu"], capture_output=True,
                           text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 2 and "cuda or cpu" in done.stderr
 
@@ -49,7 +49,8 @@ def test_local_generator_never_compiles_the_forward(tiny_model, monkeypatch):
     torch.compile is never reached."""
     from transformers import CompileConfig
 
-    from endstate.core.local_model import LocalGenerator, Sampling, load
+    from endstate.core.agent.local_model import LocalGenerator, load
+    from endstate.core.agent.sampling import Sampling
 
     model, tokenizer = load(tiny_model)
     config = CompileConfig()
@@ -71,7 +72,8 @@ def test_local_generator_never_compiles_the_forward(tiny_model, monkeypatch):
 def test_sampler_log_probs_equal_a_teacher_forced_pass(tiny_model, temperature):
     """The log-probs now computed step by step on the device equal log_softmax(logits / T) of a
     plain forward pass over prompt + completion."""
-    from endstate.core.local_model import LocalGenerator, Sampling, load
+    from endstate.core.agent.local_model import LocalGenerator, load
+    from endstate.core.agent.sampling import Sampling
 
     model, tokenizer = load(tiny_model)
     generator = LocalGenerator(model, tokenizer, Sampling(max_new_tokens=6, temperature=temperature), seed=1,

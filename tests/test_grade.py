@@ -9,10 +9,10 @@ import pytest
 from conftest import ROOT, run_tool
 from openai_double import FakeEndpoint
 
-from endstate.core.episode import replay
+from endstate.core.episode.replay import replay
 from endstate.core.errors import EndstateError
-from endstate.core.grader import Grader
-from endstate.core.judge import Judge
+from endstate.core.grading.grader import Grader
+from endstate.core.grading.judge import Judge
 
 BENCH = ROOT / "tasks" / "bench" / "retail.jsonl"
 

@@ -1,4 +1,4 @@
-"""Off-policy safety of the GRPO update (issue #15): the log-ratio clamp, the dual clip, truncated
+"""Off-policy safety of the GRPO update: the log-ratio clamp, the dual clip, truncated
 importance weights (token and sequence), the mismatch metrics, and log-probs at the sampling
 temperature. Every loss and gradient is held against a reference written out here, token by token
 with Python loops, not through the library's functions."""
@@ -252,8 +252,9 @@ def test_sampler_and_trainer_agree_at_temperature_0_7_on_the_embedded_model():
     """SmolLM2-135M samples at T = 0.7 (log-probs at the sampling temperature) and the trainer
     recomputes them at logits / 0.7 through the engine's own path: ρ ≈ 1. Before the fix the
     trainer used raw logits: the ratio is then visibly off, which this test also shows."""
-    from endstate.core.local_model import LocalGenerator, Sampling, load, resolve_model
-    from endstate.core.trace import ChatTemplate
+    from endstate.core.agent.local_model import LocalGenerator, load, resolve_model
+    from endstate.core.agent.sampling import Sampling
+    from endstate.core.agent.trace import ChatTemplate
     from endstate.grpo.batch import collate, sample_of
     from endstate.grpo.engine import Policy, ds_config, init_distributed, resolve_ds_config
 

@@ -1,4 +1,4 @@
-"""grpo on several ranks and with the vLLM engine's bookkeeping, on CPU (issue #15):
+"""grpo on several ranks and with the vLLM engine's bookkeeping, on CPU:
 
 - ZeRO-3 + the local engine on 2 gloo ranks, one of which has no task to generate: it used to
   deadlock (generate on partitioned weights, ranks out of step); now each rank samples from a
@@ -74,14 +74,15 @@ class StandInVLLM:
 
     def __init__(self, model_dir, max_model_len, gpu_memory_utilization, seed, max_batched_tokens=4096,
                  device="cuda"):
-        from endstate.core.local_model import load
+        from endstate.core.agent.local_model import load
         from endstate.grpo.vllm_engine import RequestSeeds
 
         self.model, self.tokenizer = load(model_dir)
         self.seeds = RequestSeeds()
 
     def sampler(self, max_new_tokens, temperature, top_p, seed, top_k=None, stop=()):
-        from endstate.core.local_model import LocalGenerator, Sampling
+        from endstate.core.agent.local_model import LocalGenerator
+        from endstate.core.agent.sampling import Sampling
 
         sampling = Sampling(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                             top_k=top_k, stop=tuple(stop))

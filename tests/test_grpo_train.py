@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import msgspec
 import orjson
 import pytest
 import torch
@@ -83,7 +84,7 @@ def test_checkpoint_loads_in_probe_and_export_matches(tmp_path, tiny_model, butt
     same weights from the DeepSpeed state (ZeRO-2 here, so zero_to_fp32 is exercised)."""
     from click.testing import CliRunner
 
-    from endstate.core.prompting import recorded
+    from endstate.core.agent.prompting import recorded
     from endstate.grpo.cli import cli
     from endstate.grpo.train import run_config, train
 
@@ -92,7 +93,7 @@ def test_checkpoint_loads_in_probe_and_export_matches(tmp_path, tiny_model, butt
     cfg = config(tiny_model, buttons, out, steps=1, deepspeed="zero2", micro_batch=8,
                  tool_format="signatures")
     train(cfg)
-    trained_with = run_config(cfg, 0).prompting
+    trained_with = msgspec.structs.asdict(run_config(cfg, 0).prompting)
     hf = out / "checkpoints/step-000001/hf"
     assert recorded(hf) == {"few_shot": False, "tool_prefill": False, "tool_format": "signatures"}
     result = CliRunner().invoke(cli, ["export", str(out), str(tmp_path / "exported")])

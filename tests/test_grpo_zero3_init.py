@@ -1,4 +1,4 @@
-"""ZeRO-3 loads the model partitioned from the start (issue #20, part 1), on 2 gloo ranks on CPU.
+"""ZeRO-3 loads the model partitioned from the start, on 2 gloo ranks on CPU.
 
 This file is also the worker: `torchrun ... tests/test_grpo_zero3_init.py OUT MODEL` builds a
 Policy under ZeRO-3 with a KL reference (so both models load), records what every rank holds the

@@ -1,4 +1,4 @@
-"""The lean HTTP/1.1 client endpoints are spoken to with (core/http.py), against a raw asyncio
+"""The lean HTTP/1.1 client endpoints are spoken to with (core/wire/http.py), against a raw asyncio
 server in this file: a test double at the boundary that answers with scripted bytes, so framing
 (content-length, chunked, gzip), keep-alive and failures can be chosen exactly."""
 
@@ -7,7 +7,7 @@ import gzip
 
 import pytest
 
-from endstate.core.http import HttpClient, ProtocolError, ServerDisconnected
+from endstate.core.wire.http import HttpClient, ProtocolError, ServerDisconnected
 
 
 class RawServer:

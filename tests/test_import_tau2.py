@@ -9,18 +9,18 @@ import sqlite3
 import pytest
 from conftest import ROOT, run_tool
 
-from endstate.core.domain import Domain
+from endstate.core.env.domain import Domain
+from endstate.core.env.nested import Mapping, MappingError, insert_document, rebuild_document
 from endstate.core.errors import InputError
-from endstate.core.nested import Mapping, MappingError, insert_document, rebuild_document
-from endstate.grade.nested_tables import MAX_DEPTH, create_statements, infer_mapping
-from endstate.grade.tau2_stubs import tools_source
+from endstate.grade.authoring.nested_tables import MAX_DEPTH, create_statements, infer_mapping
+from endstate.grade.authoring.tau2_stubs import tools_source
 
 FIXTURE = ROOT / "tests" / "fixtures" / "tau2_mini"
 TOOLS = ("get_customer_details", "return_bike", "get_bike", "rent_bike")
 
 # What a person writes into the generated tools.py: real bodies against the generated tables.
 WRITTEN_TOOLS = '''
-from endstate.core.tools import Db, ToolError, tool
+from endstate.core.env.tools import Db, ToolError, tool
 
 NOW = "2024-05-15T12:00:00"
 

@@ -7,7 +7,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from endstate.core.interpret import (
+from endstate.core.agent.interpret import (
     _parse,
     coerce,
     parse,
@@ -28,7 +28,7 @@ def test_hermes_call_with_reasoning_and_text():
               '"arguments": {"order_id": "W1", "line": "2"}}\n</tool_call>', PARAMS)
     assert p.reasoning == "find it first"
     assert p.content == "Let me check."
-    assert [(c.name, c.arguments) for c in p.tool_calls] == [("get_order", {"order_id": "W1", "line": 2})]
+    assert [(c.name, c.args()) for c in p.tool_calls] == [("get_order", {"order_id": "W1", "line": 2})]
     assert p.parse_error is None
 
 
@@ -37,14 +37,14 @@ def test_qwen3_xml_call_and_string_coercion():
               "<parameter=amount>\n12.50\n</parameter>\n<parameter=rush>\ntrue\n</parameter>\n"
               "<parameter=lines>\n[1, 2]\n</parameter>\n<parameter=note>\nnull\n</parameter>\n"
               "</function>\n</tool_call>", PARAMS)
-    assert p.tool_calls[0].arguments == {"order_id": "W1", "amount": 12.5, "rush": True,
+    assert p.tool_calls[0].args() == {"order_id": "W1", "amount": 12.5, "rush": True,
                                          "lines": [1, 2], "note": None}
 
 
 def test_several_calls_arguments_as_json_string_and_unknown_tools_kept():
     p = parse('<tool_call>{"name": "a", "arguments": "{\\"x\\": 1}"}</tool_call>'
               '<tool_call>{"name": "teleport", "parameters": {}}</tool_call>')
-    assert [(c.name, c.arguments) for c in p.tool_calls] == [("a", {"x": 1}), ("teleport", {})]
+    assert [(c.name, c.args()) for c in p.tool_calls] == [("a", {"x": 1}), ("teleport", {})]
 
 
 def test_unparseable_call_is_a_text_turn_with_parse_error():
@@ -80,7 +80,7 @@ def test_system_prompt_lists_every_tool():
 
 
 def test_signatures_list_every_tool_on_one_line_with_its_argument_types():
-    from endstate.core.tools import make_tool
+    from endstate.core.env.tools import make_tool
 
     def refund(db, order_id: str, lines: list[int], reason: Literal["late", "broken"],
                note: str | None = None, amount: float = 0.0) -> dict:
@@ -109,8 +109,8 @@ FRAGMENTS = st.sampled_from(["<tool_call>", "</tool_call>", "<think>", "</think>
 def test_parse_never_raises(text):
     p = _parse(text, PARAMS)  # without parse's last-resort catch: an internal exception fails here
     assert isinstance(p.content, str)
-    assert all(isinstance(c.arguments, dict) for c in p.tool_calls)
-    orjson.dumps([c.arguments for c in p.tool_calls])  # every call kept can be recorded
+    assert all(isinstance(c.args(), dict) for c in p.tool_calls)
+    orjson.dumps([c.args() for c in p.tool_calls])  # every call kept can be recorded
 
 
 def test_one_hostile_call_costs_only_itself():
@@ -122,8 +122,8 @@ def test_one_hostile_call_costs_only_itself():
         text = (f"<tool_call>{hostile}</tool_call>"
                 '<tool_call>{"name": "get_order", "arguments": {"order_id": "W1"}}</tool_call>')
         p = _parse(text, PARAMS)
-        assert [(c.name, c.arguments) for c in p.tool_calls][-1] == ("get_order", {"order_id": "W1"})
-        orjson.dumps([c.arguments for c in p.tool_calls])
+        assert [(c.name, c.args()) for c in p.tool_calls][-1] == ("get_order", {"order_id": "W1"})
+        orjson.dumps([c.args() for c in p.tool_calls])
 
 
 # Markup inside argument strings ("<think>", "</tool_call>") is not supported: the model's own
@@ -139,7 +139,7 @@ JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6
        st.dictionaries(PLAIN, JSON_VALUES, max_size=4))
 def test_rendered_calls_parse_back(name, arguments):
     p = parse(render_call(name, arguments))
-    assert [(c.name, c.arguments) for c in p.tool_calls] == [(name, arguments)]
+    assert [(c.name, c.args()) for c in p.tool_calls] == [(name, arguments)]
 
 
 NESTED = {"type": "object", "properties": {

@@ -42,6 +42,45 @@ def test_domains_import_only_core():
     assert not wrong, "\n".join(wrong)
 
 
+# core's rooms, lowest first: a sub-package imports only rooms below it (and errors, registry).
+CORE_LAYERS = ("console", "stats", "records", "env", "wire", "agent", "episode", "grading", "cli")
+CORE_BASE = ("errors", "registry")  # modules every room may import
+
+
+def core_room(path: Path) -> str:
+    return path.relative_to(ROOT / "tools" / "core").parts[0].removesuffix(".py")
+
+
+def core_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, room) of every `endstate.core.ROOM` import in the file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+        found += [(node.lineno, name.split(".")[2]) for name in names
+                  if name.startswith("endstate.core.") and len(name.split(".")) > 2]
+    return found
+
+
+def test_core_rooms_import_only_rooms_below_them():
+    """No circle and no upward import between core's sub-packages: records never reaches for the
+    episode, the episode never for grading. stats stands alone (pure functions)."""
+    rank = {room: i for i, room in enumerate(CORE_LAYERS)}
+    wrong = []
+    for path in sorted((ROOT / "tools" / "core").rglob("*.py")):
+        room = core_room(path)
+        if room in CORE_BASE or room == "__init__":
+            continue
+        assert room in rank, f"{path.relative_to(ROOT)}: core/{room} is not in CORE_LAYERS"
+        for line, target in core_imports(path):
+            if target != room and target not in CORE_BASE and (
+                    rank[target] > rank[room] or "stats" in (room, target)):
+                wrong.append(f"{path.relative_to(ROOT)}:{line}: core/{room} imports core/{target}")
+    assert not wrong, "\n".join(wrong)
+    assert {p.name for p in (ROOT / "tools" / "core").iterdir() if p.suffix == ".py"} == \
+        {"__init__.py", *(f"{m}.py" for m in CORE_BASE)}, "core's top level holds only the base modules"
+
+
 def test_the_rule_sees_a_violation(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("import os\nfrom endstate.rollout.cli import main\nimport endstate.grade.cli\n")
@@ -88,3 +127,24 @@ def test_modules_and_functions_stay_small():
                 too_big.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name} is "
                                f"{node.end_lineno - node.lineno + 1} lines")
     assert not too_big, "\n".join(too_big)
+
+
+def test_no_command_takes_more_than_ten_parameters():
+    """A command with many flags takes them as settings objects (cli.options.bundled, run_options,
+    judge_options), not as a long parameter list."""
+    import importlib
+    import inspect
+
+    import click
+
+    long = []
+    for tool in TOOLS:
+        cli = importlib.import_module(f"endstate.{tool}.cli").cli
+        commands = [cli, *cli.commands.values()] if isinstance(cli, click.Group) else [cli]
+        for command in commands:
+            if command.callback is None:
+                continue
+            fn = inspect.unwrap(command.callback)
+            if len(inspect.signature(fn).parameters) > 10:
+                long.append(f"{tool} {command.name}: {fn.__name__}{inspect.signature(fn)}")
+    assert not long, "\n".join(long)

@@ -4,8 +4,8 @@ import json
 from collections import Counter
 
 import pytest
-
 from conftest import ROOT, run_tool
+
 from endstate.grade.listing import count, listing, matches, summary_table
 
 EXAMPLE = ROOT / "docs" / "example"

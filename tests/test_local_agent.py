@@ -14,9 +14,20 @@ pytest.importorskip("transformers")
 
 @pytest.fixture(scope="module")
 def smol():
-    from endstate.core.local_model import load, resolve_model
+    from endstate.core.agent.local_model import load, resolve_model
 
     return load(resolve_model("embedded"))
+
+
+def live(smol, cfg):
+    """The local backend over the already loaded model, as grpo hands it its live policy."""
+    from endstate.core.agent.local_model import LocalGenerator
+    from endstate.core.agent.trace import ChatTemplate
+    from endstate.core.episode.backends import LiveSampler
+
+    model, tokenizer = smol
+    generator = LocalGenerator(model, tokenizer, cfg.sampling, seed=cfg.seed or 0, max_batch=cfg.jobs)
+    return LiveSampler(ChatTemplate(tokenizer), generator.submit)
 
 
 def conversation():
@@ -31,7 +42,7 @@ def conversation():
 
 
 def test_trace_deltas_equal_the_template_rendering(smol):
-    from endstate.core.trace import ChatTemplate, TokenTrace
+    from endstate.core.agent.trace import ChatTemplate, TokenTrace
 
     _, tokenizer = smol
     template = ChatTemplate(tokenizer)
@@ -50,7 +61,7 @@ def test_trace_deltas_equal_the_template_rendering(smol):
 
 
 def test_a_cut_off_completion_gets_its_end_token_from_the_delta(smol):
-    from endstate.core.trace import ChatTemplate
+    from endstate.core.agent.trace import ChatTemplate
 
     _, tokenizer = smol
     template = ChatTemplate(tokenizer)
@@ -61,7 +72,8 @@ def test_a_cut_off_completion_gets_its_end_token_from_the_delta(smol):
 
 @pytest.mark.numerics
 def test_prefix_cache_gives_the_same_tokens(smol):
-    from endstate.core.local_model import LocalGenerator, Sampling
+    from endstate.core.agent.local_model import LocalGenerator
+    from endstate.core.agent.sampling import Sampling
 
     model, tokenizer = smol
     prefix = tokenizer("You are a helpful assistant. " * 12)["input_ids"]
@@ -78,7 +90,8 @@ def test_kept_episode_histories_give_the_same_tokens_as_running_the_whole_prompt
     """Turn 2 reuses each row's turn-1 KV and runs only the appended tokens; a fresh generator
     runs every prompt whole. Greedy tokens must agree, also for a row that has no history and one
     with another domain's prefix in the same batch."""
-    from endstate.core.local_model import LocalGenerator, Sampling
+    from endstate.core.agent.local_model import LocalGenerator
+    from endstate.core.agent.sampling import Sampling
 
     model, tokenizer = smol
     prefix = tokenizer("You are a helpful assistant. " * 12)["input_ids"]
@@ -109,20 +122,23 @@ def test_kept_episode_histories_give_the_same_tokens_as_running_the_whole_prompt
 
 
 def test_a_real_episode_on_the_embedded_model(smol, domains, tasks, tmp_path):
-    from endstate.core.episode_loop import EpisodeSpec, ScriptedUser, run_episode
-    from endstate.core.runtime import RunConfig, build_backend
-    from endstate.core.schemas import problem
+    from endstate.core.episode.backends import build_backend
+    from endstate.core.episode.config import RunConfig
+    from endstate.core.episode.loop import EpisodeSpec, run_episode
+    from endstate.core.episode.users import ScriptedUser
+    from endstate.core.records.schemas import problem
+    from endstate.core.records.structs import Task
 
     cfg = RunConfig(max_new_tokens=48, temperature=0.7, max_turns=3, jobs=2)
-    backend = build_backend(cfg, smol)
-    task = tasks.get("retail-cancel-pending")
+    backend = build_backend(cfg, live(smol, cfg))
+    task = Task.of(tasks.get("retail-cancel-pending"))
 
     async def two():
         specs = [EpisodeSpec(task, domains["retail"], a, cfg.policy(), cfg.max_turns) for a in (0, 1)]
-        return await asyncio.gather(*(run_episode(s, backend, ScriptedUser(task["user"]["script"]),
+        return await asyncio.gather(*(run_episode(s, backend, ScriptedUser.for_task(task),
                                                   lambda usage: None) for s in specs))
 
-    episodes = asyncio.run(two())
+    episodes = [e.record() for e in asyncio.run(two())]
     for episode in episodes:
         assert problem("episode", episode) is None
         assert episode["termination"] in ("max_turns", "user_stop", "agent_done")
@@ -151,16 +167,17 @@ def test_a_real_episode_on_the_embedded_model(smol, domains, tasks, tmp_path):
 
 
 def test_tool_format_signatures_shortens_the_prompt_and_is_recorded(smol, domains):
-    from endstate.core.runtime import RunConfig, build_backend
+    from endstate.core.episode.backends import build_backend
+    from endstate.core.episode.config import RunConfig
 
     specs = [t.schema for t in domains["retail"].tools.values()]
     systems = {}
     for fmt in ("json", "signatures"):
         cfg = RunConfig(tool_format=fmt)
-        systems[fmt] = build_backend(cfg, smol).open(domains["retail"], specs).system
-        assert cfg.policy()["tool_format"] == fmt
+        systems[fmt] = build_backend(cfg, live(smol, cfg)).open(domains["retail"], specs).system
+        assert cfg.policy().tool_format == fmt
     assert "get_order(order_id: string): " in systems["signatures"]
-    assert RunConfig().prompting["tool_format"] == "signatures"  # the embedded model records it
-    assert RunConfig(backend="chat", agent_urls=["http://x"]).prompting["tool_format"] == "json"
+    assert RunConfig().prompting.tool_format == "signatures"  # the embedded model records it
+    assert RunConfig(backend="chat", agent_urls=["http://x"]).prompting.tool_format == "json"
     tokens = {fmt: len(smol[1].encode(text)) for fmt, text in systems.items()}
     assert tokens["signatures"] < 0.6 * tokens["json"]

@@ -1,4 +1,4 @@
-"""Log-probs without full-vocabulary logits (issue #20, part 2): the chunked lm_head against the
+"""Log-probs without full-vocabulary logits: the chunked lm_head against the
 direct computation (processed_logits + token_logprobs on the whole logits), values and gradients
 in fp32; what the forward keeps for the backward; the chunked head inside a real model."""
 
@@ -12,7 +12,7 @@ import torch
 from grpo_fixtures import tiny_model  # noqa: F401 - a pytest fixture
 from numerics import assert_close
 
-from endstate.core.local_model import processed_logits
+from endstate.core.agent.sampling import processed_logits
 from endstate.grpo.algorithm import token_logprobs
 from endstate.grpo.logprobs import chunked_token_logprobs, head_logprobs
 

@@ -59,7 +59,7 @@ def test_an_mcp_client_doing_the_gold_calls_leaves_an_episode_that_grades_1(tmp_
     seen = anyio.run(drive, out, [as_call(s) for s in steps],
                      TASK_ID, ("cancel_order", {"order_id": "W90001", "reason": "bored"}))
 
-    from endstate.core.domain import Domains
+    from endstate.core.env.domain import Domains
 
     sandbox_tools = Domains()["retail"].tools
     assert set(seen["tools"]) == set(sandbox_tools) | {USER_TOOL}

@@ -1,4 +1,4 @@
-"""The memory plan of `grpo train --dry-run` (issue #20, part 3): its arithmetic against a real
+"""The memory plan of `grpo train --dry-run`: its arithmetic against a real
 model (parameter count, the activations autograd keeps) and against DeepSpeed's own estimator, and
 the dry run that prints it, refuses a plan over --gpu-memory / --host-memory and names the knob."""
 

@@ -1,4 +1,4 @@
-"""A multi-node rehearsal on one CPU box (issue #20, part 4): slurm/grpo.sbatch itself, run as
+"""A multi-node rehearsal on one CPU box: slurm/grpo.sbatch itself, run as
 sbatch would run it on two nodes, each starting two ranks: `srun` and `scontrol` are stand-ins
 (Slurm is an edge endstate does not own) that start the script's launch line once per "node",
 in parallel, on this machine. So the real path runs end to end: torchrun's c10d rendezvous on

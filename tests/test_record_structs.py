@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from endstate.core import schemas
-from endstate.core.episode import replay
-from endstate.core.grader import Grader
+from endstate.core.episode.replay import replay
+from endstate.core.grading.grader import Grader
+from endstate.core.records import schemas
 
 JUNK = [None, True, 0, -1, 2.5, "", "x", "sha256:" + "0" * 64, [], {}, [{}], {"a": 1}, {"role": "user"},
         {"key": {}, "row": {}}, {"key": {"id": 1}, "row": {}, "extra": 1}, ["a"], "ok", "system_error",

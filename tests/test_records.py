@@ -2,13 +2,12 @@
 
 import io
 
-import msgspec
 import orjson
 import pytest
 from conftest import BIN, ROOT
 
-from endstate.core.errors import ExitCode, FileError, InputError
-from endstate.core.records import SkipLog, read_jsonl, write_jsonl
+from endstate.core.errors import EndstateError, ExitCode, FileError, InputError
+from endstate.core.records.jsonl import SkipLog, read_jsonl, write_jsonl
 
 ATTEMPT = {"task_id": "t1", "attempt": 0, "reward": 1, "status": "ok"}
 
@@ -104,27 +103,33 @@ def test_ctrl_c_exits_130_not_1_which_means_no():
 
 
 def test_an_episode_is_built_in_one_place_and_checked_against_its_schema():
-    from endstate.core import schemas
-    from endstate.core.episode_record import assistant_message, new_episode, tool_result_message
+    from endstate.core.records import schemas
+    from endstate.core.records.jsonl import checked_line
+    from endstate.core.records.structs import AssistantMessage, Episode, ToolCall, ToolMessage
 
-    fields = dict(episode_id="t/0/x", task_id="t", domain="retail", attempt=0, policy={},
-                  status="ok", termination="agent_done",
-                  messages=[assistant_message(None, [("c0", "find", {"q": 1})]),
-                            tool_result_message("c0", "find", "{}")],
+    call = ToolCall.of("find", {"q": 1}, "c0")
+    fields = dict(episode_id="t/0/x", task_id="t", domain="retail", attempt=0, status="ok",
+                  termination="agent_done",
+                  messages=[AssistantMessage(None, tool_calls=[call]), ToolMessage("c0", "find", "{}")],
                   changes={}, seed_digest="sha256:" + "0" * 64, usage={}, cost_usd=None)
-    episode = new_episode(**fields)
+    episode = Episode(**fields).record()
     assert schemas.problem("episode", episode) is None
     assert "turns" not in episode and "timing" not in episode  # unset optional fields are left out
-    assert episode["messages"][0]["tool_calls"][0]["function"] == {"name": "find", "arguments": '{"q":1}'}
-    with pytest.raises(msgspec.ValidationError, match="attempt"):
-        new_episode(**{**fields, "attempt": "zero"})
-    with pytest.raises(msgspec.ValidationError, match="seed_digest"):
-        new_episode(**{k: v for k, v in fields.items() if k != "seed_digest"})
+    assert episode["messages"] == [  # OpenAI's shapes, keys in the order records have always had
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "find", "arguments": '{"q":1}'}}]},
+        {"role": "tool", "tool_call_id": "c0", "name": "find", "content": "{}"}]
+    assert call.args() == {"q": 1} and call.name == "find"
+    # a builder that passes the wrong type is refused where the line is written, never written
+    with pytest.raises(EndstateError, match="attempt"):
+        checked_line("episode", Episode(**{**fields, "attempt": "zero"}))
+    with pytest.raises(TypeError, match="seed_digest"):
+        Episode(**{k: v for k, v in fields.items() if k != "seed_digest"})
 
 
 def test_an_attempt_is_built_through_the_schema_struct():
-    from endstate.core import schemas
-    from endstate.core.runtime import attempt_record
+    from endstate.core.records import schemas
+    from endstate.core.records.episode import attempt_record
 
     graded = {"task_id": "t", "domain": "retail", "attempt": 2, "reward": 1, "status": "ok",
               "policy": {"model": "m"}, "usage": {"agent": {"prompt_tokens": 3, "completion_tokens": 1}},

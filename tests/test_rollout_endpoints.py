@@ -198,9 +198,9 @@ def test_sigkill_then_resume_loses_no_key_and_duplicates_none(tmp_path, procs):
 def test_completions_sampler_reads_token_ids_and_logprobs_from_a_vllm_style_endpoint():
     import asyncio
 
-    from endstate.core.agents import completions_sampler
-    from endstate.core.endpoints import Endpoints, RetryPolicy
-    from endstate.core.local_model import Sampling
+    from endstate.core.agent.sampling import Sampling
+    from endstate.core.agent.tokens import completions_sampler
+    from endstate.core.wire.endpoints import Endpoints, RetryPolicy
 
     eos = 2
 

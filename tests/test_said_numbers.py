@@ -7,9 +7,9 @@ import orjson
 import pytest
 from conftest import run_tool
 
-from endstate.core.episode import replay
-from endstate.core.grader import Grader
-from endstate.core.match import numbers_in, said
+from endstate.core.episode.replay import replay
+from endstate.core.grading.grader import Grader
+from endstate.core.grading.match import numbers_in, said
 
 
 @pytest.mark.parametrize("value, text", [

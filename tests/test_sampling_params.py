@@ -20,8 +20,8 @@ from grpo_fixtures import tiny_model  # noqa: F401 - a pytest fixture
 from numerics import approx, decoder_terms, logprob_magnitude, tolerance
 from openai_double import FakeEndpoint, gold_policy
 
+from endstate.core.agent.sampling import Sampling
 from endstate.core.errors import EndstateError
-from endstate.core.settings import Sampling
 
 FLAGS = ["--top-k", "20", "--min-p", "0.05", "--presence-penalty", "0.5", "--frequency-penalty",
          "0.25", "--repetition-penalty", "1.1", "--stop", "</answer>", "--stop", "END",
@@ -64,8 +64,8 @@ def test_sampling_flags_reach_the_chat_request_body_and_the_episode_policy(tmp_p
 
 
 def test_sampling_settings_reach_the_completions_request_body():
-    from endstate.core.agents import completions_sampler
-    from endstate.core.endpoints import Endpoints, RetryPolicy
+    from endstate.core.agent.tokens import completions_sampler
+    from endstate.core.wire.endpoints import Endpoints, RetryPolicy
 
     sampling = Sampling(max_new_tokens=16, temperature=0.7, top_p=0.9, top_k=20, min_p=0.05,
                         repetition_penalty=1.1, presence_penalty=0.5, frequency_penalty=0.25,
@@ -127,7 +127,7 @@ def test_extra_body_and_empty_stop_strings_are_refused_where_they_cannot_apply(t
 
 
 def test_the_default_timeout_follows_max_new_tokens():
-    from endstate.core.runtime import RunConfig
+    from endstate.core.episode.config import RunConfig
 
     assert RunConfig().timeout == 64.0  # 256 tokens at 4/s, past the 60 s floor
     assert RunConfig(max_new_tokens=64).timeout == 60.0
@@ -139,7 +139,7 @@ def test_the_default_timeout_follows_max_new_tokens():
 
 @pytest.fixture(scope="module")
 def tiny(tiny_model):
-    from endstate.core.local_model import load
+    from endstate.core.agent.local_model import load
 
     model, tokenizer = load(tiny_model)
     prompts = [tokenizer(f"<|im_start|> user press {c} <|im_end|> <|im_start|> assistant")["input_ids"]
@@ -169,7 +169,7 @@ def forward_bound(model, positions: int, logits) -> dict:
 def test_local_top_k_samples_from_the_k_most_likely_and_logs_their_renormalised_probability(tiny):
     """Sampler side of the grpo check: every token is among the top 3 of that step's logits, and
     its log-prob (logprobs_at_temperature) is log softmax over those 3 only, at T = 0.8."""
-    from endstate.core.local_model import LocalGenerator
+    from endstate.core.agent.local_model import LocalGenerator
 
     model, tokenizer, prompts = tiny
     generator = LocalGenerator(model, tokenizer, Sampling(max_new_tokens=6, temperature=0.8, top_k=3), seed=1,
@@ -192,7 +192,7 @@ def test_local_top_k_samples_from_the_k_most_likely_and_logs_their_renormalised_
 def test_local_min_p_keeps_only_tokens_near_the_most_likely(tiny):
     import torch
 
-    from endstate.core.local_model import LocalGenerator
+    from endstate.core.agent.local_model import LocalGenerator
 
     model, tokenizer, prompts = tiny
     generator = LocalGenerator(model, tokenizer, Sampling(max_new_tokens=6, min_p=0.9), seed=2)
@@ -228,7 +228,7 @@ def greedy_as_vllm_penalises(model, prompt: list[int], n: int, eos: int, repetit
                                                               (1.0, 0.4, 0.0), (1.0, 0.0, 0.3),
                                                               (1.2, 0.2, 0.1)])
 def test_local_penalties_follow_vllm(tiny, repetition, presence, frequency):
-    from endstate.core.local_model import LocalGenerator
+    from endstate.core.agent.local_model import LocalGenerator
 
     model, tokenizer, prompts = tiny
     sampling = Sampling(max_new_tokens=10, temperature=0.0, repetition_penalty=repetition, presence_penalty=presence,
@@ -252,7 +252,7 @@ def test_penalties_change_what_is_generated(tiny):
 def test_local_stop_strings_end_the_completion_with_the_token_that_completes_them(tiny):
     """Same seed with and without --stop: each completion is the unstopped one cut right after
     its first `done`, not finished (the next delta supplies the end of turn, as for vLLM)."""
-    from endstate.core.local_model import LocalGenerator
+    from endstate.core.agent.local_model import LocalGenerator
 
     model, tokenizer, prompts = tiny
     done = tokenizer.convert_tokens_to_ids("done")
@@ -281,7 +281,7 @@ def test_grpo_trainer_logprobs_under_top_k_are_the_samplers(tiny_model, tiny):
     the sampler's and an independent top-k computation, and without top-k they visibly do not."""
     import torch
 
-    from endstate.core.local_model import LocalGenerator
+    from endstate.core.agent.local_model import LocalGenerator
     from endstate.grpo.batch import collate, sample_of
     from endstate.grpo.config import TrainConfig
     from endstate.grpo.engine import Policy, ds_config, init_distributed, resolve_ds_config

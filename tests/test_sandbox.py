@@ -8,13 +8,13 @@ import orjson
 import pytest
 from conftest import run_tool
 
-from endstate.core import sandbox as sandbox_module
-from endstate.core.changes import diff, touched, upsert
-from endstate.core.domain import Domains, content_digest, shadow
+from endstate.core.env import sandbox as sandbox_module
+from endstate.core.env.changes import diff, touched, upsert
+from endstate.core.env.domain import Domains, content_digest, shadow
+from endstate.core.env.sandbox import Sandbox
+from endstate.core.env.tools import Db, ToolError
 from endstate.core.errors import EndstateError
-from endstate.core.sandbox import Sandbox
-from endstate.core.tools import Db, ToolError
-from endstate.core.grader import TaskIndex
+from endstate.core.grading.grader import TaskIndex
 
 SCHEMA = """
 CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT NOT NULL, qty INTEGER NOT NULL);
@@ -27,7 +27,7 @@ def build(db, rng):
     db.execute("INSERT INTO pairs VALUES (1, 1, 'x')")
 """
 TOOLS = '''
-from endstate.core.tools import Db, ToolError, tool
+from endstate.core.env.tools import Db, ToolError, tool
 
 @tool
 def get_item(db: Db, item_id: str) -> dict:

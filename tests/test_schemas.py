@@ -5,12 +5,12 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from endstate import SCHEMA_DIR
-from endstate.core import schemas
+from endstate.core.records import schemas
 
 EXAMPLES = SCHEMA_DIR / "examples"
 
 
-@pytest.mark.parametrize("kind", schemas.KINDS)
+@pytest.mark.parametrize("kind", schemas.RECORD_KINDS)
 def test_schema_is_valid_and_has_a_valid_example(kind):
     schema = orjson.loads(schemas.schema_path(kind).read_bytes())
     Draft202012Validator.check_schema(schema)

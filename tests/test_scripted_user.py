@@ -13,27 +13,34 @@ import pytest
 from conftest import run_tool
 from openai_double import FakeEndpoint
 
-from endstate.core.episode_loop import STOP, ScriptedUser
+from endstate.core.episode.users import STOP, ScriptedUser
 from endstate.core.errors import ConfigurationError
+from endstate.core.records.structs import AssistantMessage, Task, UserMessage
+
+
+def scripted(id: str = "t", **user) -> ScriptedUser:
+    """The scripted user of a task whose `user` object holds `user`."""
+    return ScriptedUser.for_task(Task.of({
+        "id": id, "domain": "retail", "checks": [{"kind": "said", "value": 1}],
+        "user": {"instruction": "-", "opening": "Hi", **user}}))
 
 
 def replies(user: ScriptedUser, agent_says: list[str]) -> list[str]:
     """The user's reply to each agent message in turn, the conversation growing as in the loop."""
-    messages: list[dict] = [{"role": "user", "content": "opening"}]
+    transcript = [UserMessage("opening")]
     out = []
     for text in agent_says:
-        messages.append({"role": "assistant", "content": text})
-        out.append(asyncio.run(user.reply(messages)))
-        messages.append({"role": "user", "content": out[-1]})
+        transcript.append(AssistantMessage(text))
+        out.append(asyncio.run(user.reply(transcript)))
+        transcript.append(UserMessage(out[-1]))
     return out
 
 
 def test_reactions_come_first_then_the_script_then_the_default():
-    user = ScriptedUser.for_task({"id": "t", "user": {
-        "instruction": "-", "opening": "Hi", "script": ["first", "second"],
-        "reactions": [{"when": r"\b(can't|cannot)\b", "reply": "Please make an exception."},
-                      {"when": "e-?mail", "reply": "ada@example.com", "repeat": True}],
-        "default": "Is it done?"}})
+    user = scripted(script=["first", "second"],
+                    reactions=[{"when": r"\b(can't|cannot)\b", "reply": "Please make an exception."},
+                               {"when": "e-?mail", "reply": "ada@example.com", "repeat": True}],
+                    default="Is it done?")
     assert replies(user, ["What is your EMAIL?", "I CANNOT do that.", "Okay.", "I can't, sorry.",
                           "Your e-mail again?", "Hm.", "Hm."]) == [
         "ada@example.com", "Please make an exception.", "first", "second",  # the refusal reaction was used
@@ -41,21 +48,16 @@ def test_reactions_come_first_then_the_script_then_the_default():
 
 
 def test_without_a_default_the_user_stops_when_the_script_is_used_up():
-    user = ScriptedUser.for_task({"id": "t", "user": {"instruction": "-", "opening": "Hi", "script": ["yes"],
-                                                       "reactions": [{"when": "bye", "reply": STOP}]}})
+    user = scripted(script=["yes"], reactions=[{"when": "bye", "reply": STOP}])
     assert replies(user, ["Shall I?", "Done.", "Done."]) == ["yes", STOP, STOP]
     assert replies(ScriptedUser(["a"]), ["x", "y"]) == ["a", STOP]  # the plain script, as before
-    stops = ScriptedUser.for_task({"id": "t", "user": {"instruction": "-", "opening": "Hi",
-                                                       "reactions": [{"when": "bye", "reply": STOP}]}})
+    stops = scripted(reactions=[{"when": "bye", "reply": STOP}])
     assert replies(stops, ["Bye now!"]) == [STOP]
 
 
 def test_the_reply_reads_only_the_agent_s_last_message():
-    user = ScriptedUser.for_task({"id": "t", "user": {
-        "instruction": "-", "opening": "Hi", "default": "default",
-        "reactions": [{"when": "refund", "reply": "Yes, refund it."}]}})
-    messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "A refund?"},
-                {"role": "user", "content": "x"}, {"role": "assistant", "content": None}]
+    user = scripted(default="default", reactions=[{"when": "refund", "reply": "Yes, refund it."}])
+    messages = [UserMessage("Hi"), AssistantMessage("A refund?"), UserMessage("x"), AssistantMessage(None)]
     assert asyncio.run(user.reply(messages)) == "default"  # "refund" was said before, not last
     assert asyncio.run(user.reply(messages[:2])) == "Yes, refund it."
 
@@ -65,7 +67,7 @@ def test_a_bad_pattern_names_the_task_and_the_reaction(tmp_path):
             "user": {"instruction": "-", "opening": "Hi", "reactions": [{"when": "(unclosed", "reply": "x"}]}}
     with pytest.raises(ConfigurationError, match=r"task bad-regex: user.reactions\[0\].when '\(unclosed' is "
                                                  "not a regular expression: missing \\)"):
-        ScriptedUser.for_task(task)
+        ScriptedUser.for_task(Task.of(task))
     path = tmp_path / "t.jsonl"
     path.write_bytes(orjson.dumps(task) + b"\n")
     p = run_tool("rollout", str(path), "--backend", "chat", "--agent-url", "http://127.0.0.1:9/v1",
@@ -82,7 +84,7 @@ def test_a_pattern_that_can_backtrack_for_hours_is_refused_before_any_episode(tm
             "user": {"instruction": "-", "opening": "Hi", "reactions": [{"when": pattern, "reply": "x"}]}}
     with pytest.raises(ConfigurationError, match=r"task redos: user.reactions\[0\].when .* repeats a "
                                                  r"group .* make the outer repeat possessive"):
-        ScriptedUser.for_task(task)
+        ScriptedUser.for_task(Task.of(task))
     path = tmp_path / "t.jsonl"
     path.write_bytes(orjson.dumps(task) + b"\n")
     p = run_tool("rollout", str(path), "--backend", "chat", "--agent-url", "http://127.0.0.1:9/v1",
@@ -92,9 +94,8 @@ def test_a_pattern_that_can_backtrack_for_hours_is_refused_before_any_episode(tm
 
 def test_possessive_and_atomic_patterns_and_plain_ones_are_accepted():
     for pattern in (r"(a+)++$", r"(?>a+)+$", r"\b(can't|cannot)\b", r"e-?mail", r"(yes|no)+", r"\d+(\.\d+)?"):
-        user = ScriptedUser.for_task({"id": "t", "user": {"instruction": "-", "opening": "Hi",
-                                                          "reactions": [{"when": pattern, "reply": "x"}]}})
-        assert asyncio.run(user.reply([{"role": "assistant", "content": "a" * 40 + "!"}])) in ("x", STOP)
+        user = scripted(reactions=[{"when": pattern, "reply": "x"}])
+        assert asyncio.run(user.reply([AssistantMessage("a" * 40 + "!")])) in ("x", STOP)
 
 
 # -- one episode through probe: the agent refuses, the user insists, the conversation ends on cue ---

@@ -20,8 +20,8 @@ import pytest
 from conftest import BIN, ROOT, run_tool
 from openai_double import FakeEndpoint, gold_policy
 
-from endstate.core.episode import replay
-from endstate.core.grader import Grader
+from endstate.core.episode.replay import replay
+from endstate.core.grading.grader import Grader
 
 RETAIL = ROOT / "tasks" / "bench" / "retail.jsonl"
 SNAPSHOT = ROOT / "tests" / "snapshots" / "show_retail_cancel_all_open_orders.md"

@@ -16,7 +16,7 @@ from conftest import BIN, ROOT
 from openai_double import HTTP_500, FakeEndpoint, gold_policy
 from test_rollout_endpoints import bench_tasks, write_tasks
 
-from endstate.core.tasks import shard_of
+from endstate.core.episode.plan import shard_of
 
 SCRIPT = ROOT / "slurm" / "probe_array.sbatch"
 

@@ -9,10 +9,10 @@ import sqlite_utils
 from click.testing import CliRunner
 from conftest import ROOT
 
-from endstate.core.domain import LOG_PREFIX
-from endstate.core.episode import replay
-from endstate.core.grader import Grader
-from endstate.core.sandbox import PIN_ROWS, Sandbox
+from endstate.core.env.domain import LOG_PREFIX
+from endstate.core.env.sandbox import PIN_ROWS, Sandbox
+from endstate.core.episode.replay import replay
+from endstate.core.grading.grader import Grader
 from endstate.grade.cli import cli
 from endstate.grade.state import CHANGED_PREFIX, write_state
 

@@ -4,10 +4,10 @@ enough. That every built-in task is sound is test_grade.py::test_validate_builti
 from collections import Counter
 
 import pytest
-
 from conftest import ROOT
+
 from endstate.bucket.pool import fingerprint
-from endstate.core.records import read_jsonl
+from endstate.core.records.jsonl import read_jsonl
 
 DOMAINS = ("retail", "travel", "support", "bank")
 SPLITS = ("bench", "train")

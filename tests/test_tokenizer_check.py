@@ -22,7 +22,7 @@ TASK = ROOT / "tasks" / "bench" / "retail.jsonl"
 
 @pytest.fixture(scope="module")
 def embedded_dir():
-    from endstate.core.local_model import resolve_model
+    from endstate.core.agent.local_model import resolve_model
 
     return resolve_model("embedded")
 
@@ -39,7 +39,7 @@ def done_then_end(eos: int):
     """A completions policy: the agent says "Done." and ends its turn."""
     from transformers import AutoTokenizer
 
-    from endstate.core.local_model import resolve_model
+    from endstate.core.agent.local_model import resolve_model
 
     done = AutoTokenizer.from_pretrained(resolve_model("embedded"))("Done.", add_special_tokens=False)["input_ids"]
     return lambda body: [*done, eos]
@@ -118,9 +118,9 @@ def test_completions_without_tokenizer_is_a_usage_error_naming_the_flag(one_task
 def check(urls: str | list[str], model: str, max_context: int, embedded_dir) -> None:
     from transformers import AutoTokenizer
 
-    from endstate.core.agents import check_served_tokenizer
-    from endstate.core.endpoints import Endpoints, RetryPolicy
-    from endstate.core.trace import ChatTemplate
+    from endstate.core.agent.served import check_served_tokenizer
+    from endstate.core.agent.trace import ChatTemplate
+    from endstate.core.wire.endpoints import Endpoints, RetryPolicy
 
     template = ChatTemplate(AutoTokenizer.from_pretrained(embedded_dir))
     endpoints = Endpoints([urls] if isinstance(urls, str) else urls, None, 5.0, RetryPolicy(attempts=1))
@@ -174,7 +174,7 @@ def test_a_server_slow_to_answer_the_checks_is_a_warning_after_the_check_limit(e
                                                                                capsys):
     """The start-up checks wait CHECK_TIMEOUT_S, not --timeout (which follows --max-new-tokens:
     2,048 s for 8,192 tokens), before warning that they could not run."""
-    from endstate.core import endpoints
+    from endstate.core.wire import endpoints
 
     monkeypatch.setattr(endpoints, "CHECK_TIMEOUT_S", 0.2)
     with FakeEndpoint(tokenizer=embedded_dir, served=["double"], latency=2.0) as ep:

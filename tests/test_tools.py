@@ -8,11 +8,11 @@ from typing import Literal, NotRequired, TypedDict
 import pytest
 from jsonschema import Draft202012Validator
 
-from endstate.core.domain import Domains
-from endstate.core.interpret import parse
-from endstate.core.sandbox import Sandbox
-from endstate.core.tool_schema import to_python
-from endstate.core.tools import Db, ToolError, customer_finder, insert_rows, make_tool, tool
+from endstate.core.agent.interpret import parse
+from endstate.core.env.domain import Domains
+from endstate.core.env.sandbox import Sandbox
+from endstate.core.env.tool_schema import to_python
+from endstate.core.env.tools import Db, ToolError, customer_finder, insert_rows, make_tool, tool
 
 
 def lookup(db: Db, order_id: str, lines: list[int], mode: Literal["fast", "slow"] = "fast",
@@ -263,7 +263,7 @@ SHOP_TOOLS = '''
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
-from endstate.core.tools import Db, ToolError, tool
+from endstate.core.env.tools import Db, ToolError, tool
 
 
 @dataclass
@@ -318,12 +318,12 @@ def test_a_dataclass_argument_reaches_the_tool_as_an_instance_through_the_sandbo
             "</parameter>\n</function>\n</tool_call>")
     params = {name: t.parameters for name, t in airline.tools.items()}
     [call] = parse(text, params).tool_calls  # nested strings are coerced by the nested schema
-    assert call.arguments["passengers"][0]["age"] == 34 and call.arguments["payments"][0]["amount"] == 60.0
+    assert call.args()["passengers"][0]["age"] == 34 and call.args()["payments"][0]["amount"] == 60.0
     with Sandbox(airline) as s:
-        assert s.call("book", call.arguments).content == '{"booked":2}'
-        refused = s.call("book", {**call.arguments, "payments": [{"method_id": "pm_1", "amount": -1}]})
+        assert s.call("book", call.args()).content == '{"booked":2}'
+        refused = s.call("book", {**call.args(), "payments": [{"method_id": "pm_1", "amount": -1}]})
         assert refused.content == '{"error":"payment pm_1: the amount must be positive"}'
-        assert s.call("book", {"passengers": [{"name": "X"}], "payments": call.arguments["payments"]}).content == (
+        assert s.call("book", {"passengers": [{"name": "X"}], "payments": call.args()["payments"]}).content == (
             '{"error":"invalid arguments for book: passengers.0: \'age\' is a required property"}')
         assert s.call("cancel", {"ids": ["nope"]}).content == (
             '{"error":"invalid arguments for cancel: ids.0: \'nope\' does not match \'^B[0-9]+$\'"}')

@@ -20,7 +20,7 @@ Money is REAL dollars with 2 decimals; amounts are rounded to the cent on the wa
 from datetime import date
 from typing import Literal
 
-from endstate.core.tools import Db, ToolError, customer_finder, tool
+from endstate.core.env.tools import Db, ToolError, customer_finder, tool
 
 NOW = "2026-01-15T12:00:00"
 

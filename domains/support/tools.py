@@ -12,7 +12,7 @@ lost are policy-only as well.
 from datetime import datetime, timedelta
 from typing import Literal
 
-from endstate.core.tools import Db, ToolError, customer_finder, tool
+from endstate.core.env.tools import Db, ToolError, customer_finder, tool
 
 NOW = "2026-01-15T12:00:00"
 

@@ -8,29 +8,13 @@ with the traveller's cap, and no tool checks that the person asking may act for 
 Making those changes anyway is the trap.
 """
 
-import importlib.util
-import sys
 from datetime import date
-from pathlib import Path
-from types import ModuleType
 from typing import Literal
 
-from endstate.core.tools import Db, ToolError, tool
+from endstate.core.env.tools import Db, ToolError, tool
 
+from . import rules  # the domain's modules load as one package: its neighbours import like this
 
-def _load_beside(name: str) -> ModuleType:
-    """The module NAME.py next to this file. endstate loads tools.py from its path, outside any
-    package, so a neighbour cannot be imported by name: it is loaded the same way, under a name
-    derived from this module's."""
-    spec = importlib.util.spec_from_file_location(f"{__name__}_{name}",
-                                                  Path(__file__).with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-rules = _load_beside("rules")
 NOW = rules.NOW
 
 # Example turns shown to token-level agents before the conversation (few-shot). Small models emit

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 import click
 
 from endstate.bucket import pool as P
 from endstate.bucket.report import plot as plot_histogram
 from endstate.bucket.report import table
-from endstate.core.attempt_keys import MODES, fold_attempts
-from endstate.core.bands import Bands
-from endstate.core.cli import common_options, run, tool_command
-from endstate.core.records import SkipLog, read_jsonl, write_jsonl
-from endstate.core.schemas import Attempt
-from endstate.core.tasks import load_tasks
+from endstate.core.cli.command import common_options, run, tool_command
+from endstate.core.cli.options import bundled
+from endstate.core.episode.plan import load_tasks
+from endstate.core.records.jsonl import SkipLog, read_jsonl, write_jsonl
+from endstate.core.records.keys import MODES, fold_attempts
+from endstate.core.records.structs import Attempt
+from endstate.core.stats.bands import Bands
 
 
 def _floats(count: int | None):
@@ -33,6 +35,46 @@ def _floats(count: int | None):
 
 def _names(ctx, param, value):
     return None if value is None else tuple(x.strip() for x in value.split(",") if x.strip())
+
+
+@dataclass
+class BucketOptions:
+    """bucket's flags: the difficulty cut, the candidates, the holdout and the outputs."""
+
+    prior: tuple[float, float]
+    edges: tuple[float, ...]
+    band_names: tuple[str, ...] | None
+    keep: tuple[str, ...]
+    min_clean_runs: int
+    reference_files: tuple[str, ...]
+    reference_min_successes: int
+    holdout: float | None
+    holdout_file: str | None
+    seed: int
+    exclude_files: tuple[str, ...]
+    emit_all: bool
+    tasks_file: str | None
+    uncertain: float | None
+    keep_if: float | None
+    duplicates: str
+    report: bool
+    plot_file: str | None
+    workers: int | None
+
+    def __post_init__(self) -> None:
+        if (self.holdout is None) != (self.holdout_file is None):
+            raise click.UsageError("--holdout and --holdout-file go together, e.g. "
+                                   "--holdout 0.1 --holdout-file val.jsonl")
+        if self.uncertain is not None and (self.holdout is not None or self.emit_all):
+            raise click.UsageError("--uncertain selects tasks to probe again; it does not combine "
+                                   "with --holdout or --all")
+        if self.holdout is not None and self.emit_all:
+            raise click.UsageError("--holdout splits the kept pool; drop --all")
+
+    def rules(self) -> P.Rules:
+        return P.Rules(bands=_bands(self.prior, self.edges, self.band_names, self.keep),
+                       keep=frozenset(self.keep), prior=self.prior, min_clean_runs=self.min_clean_runs,
+                       reference_min_successes=self.reference_min_successes, keep_if=self.keep_if)
 
 
 @tool_command
@@ -81,9 +123,8 @@ def _names(ctx, param, value):
 @click.option("--procs", "workers", type=click.IntRange(1),
               help="Processes that read big attempt files.  [default: the CPU count]")
 @common_options(skip_invalid=True)
-def cli(attempts, prior, edges, band_names, keep, min_clean_runs, reference_files,
-        reference_min_successes, holdout, holdout_file, seed, exclude_files, emit_all, tasks_file,
-        uncertain, keep_if, duplicates, report, plot_file, workers, skip_invalid):
+@bundled("opts", BucketOptions)
+def cli(attempts, opts: BucketOptions, skip):
     """Bucket tasks by difficulty from their ATTEMPTS (attempt JSONL files; `-` or none: stdin).
 
     Per task: n clean runs (system errors excluded), k successes, the posterior
@@ -99,45 +140,32 @@ def cli(attempts, prior, edges, band_names, keep, min_clean_runs, reference_file
       bucket --report --tasks candidates.jsonl attempts.jsonl > pool.jsonl
       bucket --uncertain 0.6 --tasks cands.jsonl att.jsonl | probe -n 12 --resume att.jsonl >> att.jsonl
     """
-    bands = _bands(prior, edges, band_names, keep)
-    if (holdout is None) != (holdout_file is None):
-        raise click.UsageError("--holdout and --holdout-file go together, e.g. "
-                               "--holdout 0.1 --holdout-file val.jsonl")
-    if uncertain is not None and (holdout is not None or emit_all):
-        raise click.UsageError("--uncertain selects tasks to probe again; it does not combine "
-                               "with --holdout or --all")
-    if holdout is not None and emit_all:
-        raise click.UsageError("--holdout splits the kept pool; drop --all")
-    rules = P.Rules(bands=bands, keep=frozenset(keep), prior=prior, min_clean_runs=min_clean_runs,
-                    reference_min_successes=reference_min_successes, keep_if=keep_if)
-    skip = SkipLog() if skip_invalid else None
-
-    tasks = _read_tasks(tasks_file, skip) if tasks_file else None
-    bench = [t for path in exclude_files for _, t in read_jsonl([path], "task", skip=skip)]
-    read = {"duplicates": duplicates, "tool": "bucket", "skip": skip, "workers": workers,
+    rules = opts.rules()
+    tasks = _read_tasks(opts.tasks_file, skip) if opts.tasks_file else None
+    bench = [t for path in opts.exclude_files for _, t in read_jsonl([path], "task", skip=skip)]
+    read = {"duplicates": opts.duplicates, "tool": "bucket", "skip": skip, "workers": opts.workers,
             "struct": Attempt, "repeats": P.Counts.repeated}
     counts = fold_attempts(attempts, P.tally, P.merge, meanwhile=_import_scipy, **read)
-    reference = fold_attempts(reference_files, P.tally, P.merge, **read) if reference_files else None
+    reference = (fold_attempts(opts.reference_files, P.tally, P.merge, **read)
+                 if opts.reference_files else None)
 
-    ids = _candidates(counts, tasks, tasks_file)
+    ids = _candidates(counts, tasks, opts.tasks_file)
     overlap = P.overlapping(tasks.values() if tasks else (), bench, ids)
     domains = {i: t["domain"] for i, t in tasks.items()} if tasks else None
     records = P.assess(ids, counts, rules, reference=reference, overlap=overlap, domains=domains)
 
-    if uncertain is not None:
-        chosen = list(P.uncertain(records, uncertain, rules))
+    if opts.uncertain is not None:
+        chosen = list(P.uncertain(records, opts.uncertain, rules))
     else:
-        chosen = records if emit_all else [d for d in records if d["keep"]]
-    if holdout is not None:
-        chosen = _hold_out(chosen, holdout, holdout_file, seed, tasks)
+        chosen = records if opts.emit_all else [d for d in records if d["keep"]]
+    if opts.holdout is not None:
+        chosen = _hold_out(chosen, opts.holdout, opts.holdout_file, opts.seed, tasks)
     write_jsonl(_emit(chosen, tasks))
 
-    if report:
-        click.echo(table(records, bands.names), err=True)
-    if plot_file:
-        plot_histogram(records, bands.names, plot_file)
-    if skip:
-        skip.report()
+    if opts.report:
+        click.echo(table(records, rules.bands.names), err=True)
+    if opts.plot_file:
+        plot_histogram(records, rules.bands.names, opts.plot_file)
 
 
 def _bands(prior: tuple[float, float], edges, band_names, keep) -> Bands:

@@ -15,8 +15,9 @@ from typing import Any
 
 import orjson
 
-from endstate.core.attempt_keys import WIDE, repeated_tasks
-from endstate.core.bands import (
+from endstate.core.records.keys import WIDE, repeated_tasks
+from endstate.core.records.structs import Attempt
+from endstate.core.stats.bands import (
     DEFAULT_KEEP,
     JEFFREYS,
     Bands,
@@ -26,7 +27,6 @@ from endstate.core.bands import (
     credible_intervals,
     posterior,
 )
-from endstate.core.schemas import Attempt
 
 # Why a task is not kept, strongest first: the first that applies is the record's `reason`.
 BENCHMARK_OVERLAP = "benchmark_overlap"

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 import click
 
-from endstate.core import stdio
-from endstate.core.attempt_keys import MODES, fold_attempts
-from endstate.core.cli import common_options, parse_prices, run, tool_group
+from endstate.core.cli.command import common_options, parse_prices, run, tool_group
+from endstate.core.cli.options import bundled
+from endstate.core.console import stdio
 from endstate.core.errors import EndstateError, ExitCode, InputError
-from endstate.core.records import SkipLog, read_jsonl, write_jsonl
+from endstate.core.records.jsonl import SkipLog, read_jsonl, write_jsonl
+from endstate.core.records.keys import MODES, fold_attempts
 from endstate.evalstats import coverage as C
 from endstate.evalstats import groups as G
 from endstate.evalstats import intervals as I
@@ -40,12 +42,45 @@ workers_option = click.option("--procs", "workers", type=click.IntRange(1),
                               help="Processes that read big files.  [default: the CPU count]")
 
 
-def output_options(plot_help: str):
-    """--format, --plot, --procs and the common reader flags, alike in summary and compare."""
+@dataclass
+class Reading:
+    """How the attempts are read (duplicates, processes) and seen (task fields, the estimand)."""
+
+    tasks_file: str | None
+    estimand: str
+    duplicates: str
+    workers: int | None
+
+
+@dataclass
+class Output:
+    fmt: str
+    plot_file: str | None
+
+
+@dataclass
+class Gate:
+    """The coverage gate: every key of expect_tasks × expect_repeats must be there."""
+
+    expect_tasks: str | None
+    expect_repeats: int | None
+    allow_incomplete: bool
+    strict: bool
+
+    def __post_init__(self) -> None:
+        if (self.expect_tasks is None) != (self.expect_repeats is None):
+            raise click.UsageError("--expect-tasks and --expect-repeats go together, e.g. "
+                                   "--expect-tasks bench.jsonl --expect-repeats 20")
+
+
+def reading_and_output_options(plot_help: str):
+    """--tasks, --estimand, --duplicates, --procs (as one `reading`), --format and --plot (as
+    one `output`) and --skip-invalid, alike in summary and compare."""
     def decorate(fn):
+        fn = bundled("output", Output)(bundled("reading", Reading)(fn))
         fn = workers_option(common_options(skip_invalid=True)(fn))
         plot = click.option("--plot", "plot_file", type=click.Path(dir_okay=False), help=plot_help)
-        return format_option(plot(fn))
+        return task_file_option(estimand_option(duplicates_option(format_option(plot(fn)))))
 
     return decorate
 
@@ -97,12 +132,11 @@ duplicates_option = click.option(
               "stderr).")
 @click.option("--strict", is_flag=True,
               help="Coverage gate: unexpected keys fail it too (exit 3), not only missing ones.")
-@task_file_option
-@estimand_option
-@duplicates_option
-@output_options("PNG: cost per success against pass@1 by model, and a domain × metric heatmap.")
-def summary(files, by_fields, ks, cluster, prices, expect_tasks, expect_repeats, allow_incomplete,
-            strict, tasks_file, estimand, duplicates, fmt, plot_file, workers, skip_invalid):
+@reading_and_output_options("PNG: cost per success against pass@1 by model, and a domain × "
+                            "metric heatmap.")
+@bundled("gate", Gate)
+def summary(files, by_fields, ks, cluster, prices, gate: Gate, reading: Reading, output: Output,
+            skip):
     """Metrics of the attempts in FILES (attempt JSONL; `-` or none: stdin).
 
     pass@1 = successes / clean attempts (pooled) and the task mean, each with its own SE
@@ -120,27 +154,21 @@ def summary(files, by_fields, ks, cluster, prices, expect_tasks, expect_repeats,
       evalstats --by domain --k 1,5,20 --format table eval.jsonl
       evalstats --expect-tasks tasks/bench/retail.jsonl --expect-repeats 20 eval.jsonl > metrics.json
     """
-    if (expect_tasks is None) != (expect_repeats is None):
-        raise click.UsageError("--expect-tasks and --expect-repeats go together, e.g. "
-                               "--expect-tasks bench.jsonl --expect-repeats 20")
-    skip = SkipLog() if skip_invalid else None
-    expected = _read_tasks(expect_tasks, skip) if expect_tasks else None
-    tasks = _read_tasks(tasks_file, skip) if tasks_file else expected
+    expected = _read_tasks(gate.expect_tasks, skip) if gate.expect_tasks else None
+    tasks = _read_tasks(reading.tasks_file, skip) if reading.tasks_file else expected
     fields = list(dict.fromkeys([*by_fields, *([cluster] if cluster else []),
-                                 *(["model", "domain"] if plot_file else [])]))
-    grid = T.Grid(frozenset(expected), expect_repeats) if expected is not None else None
-    tally = _tally(list(files), fields, prices, grid, skip, workers, duplicates)
+                                 *(["model", "domain"] if output.plot_file else [])]))
+    grid = T.Grid(frozenset(expected), gate.expect_repeats) if expected is not None else None
+    tally = _tally(list(files), fields, prices, grid, skip, reading)
     if grid is not None:
-        _gate(tally, list(expected), expect_repeats, allow_incomplete, strict)
-    view = _View(tally, tasks, cluster, estimand)
+        _gate(tally, list(expected), gate.expect_repeats, gate.allow_incomplete, gate.strict)
+    view = _View(tally, tasks, cluster, reading.estimand)
     report = view.report(by_fields, ks)
     _warn_cost(report["overall"])
-    _write(report, fmt, render.metrics_table)
-    if plot_file:
+    _write(report, output.fmt, render.metrics_table)
+    if output.plot_file:
         render.plot_metrics({**report, "by_domain": report.get("by_domain") or view.by("domain")},
-                            view.by("model", ks=[]), plot_file)
-    if skip:
-        skip.report()
+                            view.by("model", ks=[]), output.plot_file)
 
 
 class _View:
@@ -241,12 +269,8 @@ def _write(report: dict, fmt: str, table) -> None:
 @click.option("--k", "ks", callback=_ks, metavar="K",
               help="k of pass@k (one k: a paired comparison is at one k).  [default: the largest "
               "common repeat count]")
-@task_file_option
-@estimand_option
-@duplicates_option
-@output_options("PNG: group × metric heatmap of NEW - BASE.")
-def compare(base, new, by_fields, ks, tasks_file, estimand, duplicates, fmt, plot_file, workers,
-            skip_invalid):
+@reading_and_output_options("PNG: group × metric heatmap of NEW - BASE.")
+def compare(base, new, by_fields, ks, reading: Reading, output: Output, skip):
     """Paired comparison of NEW against BASE (attempt JSONL files) on their common tasks.
 
     Δpass@1 is the difference of the pooled rates (successes / clean attempts, as in
@@ -264,34 +288,32 @@ def compare(base, new, by_fields, ks, tasks_file, estimand, duplicates, fmt, plo
         raise click.UsageError("only one of BASE and NEW can be stdin (-)")
     if ks and len(ks) > 1:
         raise click.UsageError(f"--k {','.join(map(str, ks))}: compare reports pass@k at one k")
-    skip = SkipLog() if skip_invalid else None
-    tasks = _read_tasks(tasks_file, skip) if tasks_file else None
-    views = [_View(_tally([path], list(by_fields), {}, None, skip, workers, duplicates), tasks,
-                   None, estimand) for path in (base, new)]
+    tasks = _read_tasks(reading.tasks_file, skip) if reading.tasks_file else None
+    views = [_View(_tally([path], list(by_fields), {}, None, skip, reading), tasks, None,
+                   reading.estimand) for path in (base, new)]
     try:
-        report = compare_runs(views[0].overall, views[1].overall, ks[0] if ks else None, estimand)
+        report = compare_runs(views[0].overall, views[1].overall, ks[0] if ks else None,
+                              reading.estimand)
         for field in by_fields:
             b, n = (v.groups(field) for v in views)
             report[f"by_{field}"] = {name: compare_runs(b[name], n[name], report["pass_at_k"]["k"],
-                                                        estimand)
+                                                        reading.estimand)
                                      for name in sorted(set(b) & set(n))}
     except M.KTooLarge as e:
         raise EndstateError(f"--k {e.k}: task {e.task_id!r} has only {e.n} clean attempt(s) in one "
                             f"of the runs; use k <= {e.n}", ExitCode.USAGE) from None
     warn_mixed_prompting(base, new)
-    _write(report, fmt, render.compare_table)
-    if plot_file:
-        render.plot_compare(report, plot_file)
-    if skip:
-        skip.report()
+    _write(report, output.fmt, render.compare_table)
+    if output.plot_file:
+        render.plot_compare(report, output.plot_file)
 
 
-def _tally(paths, fields, prices, grid, skip, workers, duplicates) -> T.Tally:
+def _tally(paths, fields, prices, grid, skip, reading: Reading) -> T.Tally:
     """The attempts in `paths`, folded (in forked readers for big files) into one Tally; two
     clean records of one key are an input error unless --duplicates keeps one."""
     tally = T.tally_fn(fields, prices, grid)
-    return fold_attempts(paths, tally, T.merge, duplicates=duplicates, tool="evalstats",
-                         skip=skip, workers=workers, struct=tally.struct,
+    return fold_attempts(paths, tally, T.merge, duplicates=reading.duplicates, tool="evalstats",
+                         skip=skip, workers=reading.workers, struct=tally.struct,
                          repeats=T.Tally.repeated)
 
 

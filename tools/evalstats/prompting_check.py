@@ -1,7 +1,7 @@
 """Whether two runs were prompted alike: a comparison of BASE and NEW that also changed the
 few-shot turns, the tool prefill, the tool format or the interpreter measures two changes at once.
 
-Attempts record their `prompting` (core/prompting.py). It is found with a byte search rather than a
+Attempts record their `prompting` (core/agent/prompting.py). It is found with a byte search rather than a
 second parse: one pass over the file at memory speed, instead of decoding every record again.
 """
 
@@ -13,7 +13,7 @@ import re
 import click
 import orjson
 
-from endstate.core.prompting import differences
+from endstate.core.agent.prompting import differences
 
 _FLAT = re.compile(rb'"prompting"\s*:\s*(\{[^{}]*\})')  # what probe writes
 _ANY = re.compile(rb'"prompting"\s*:\s*\{')

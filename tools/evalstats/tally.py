@@ -9,8 +9,8 @@ from itertools import starmap
 from operator import attrgetter
 from typing import Any, NamedTuple
 
-from endstate.core.attempt_keys import WIDE, repeated_tasks
-from endstate.core.schemas import attribute, record_struct
+from endstate.core.records.keys import WIDE, repeated_tasks
+from endstate.core.records.schemas import attribute, record_struct
 
 
 class Counts(NamedTuple):

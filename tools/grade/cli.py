@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 import click
 
-from endstate.core import stdio
-from endstate.core.changes import row_count
-from endstate.core.cli import common_options, env_domain_dirs, judge_options, run, tool_group
-from endstate.core.domain import Domains
+from endstate.core.cli.command import (
+    common_options,
+    judge_options,
+    run,
+    tool_group,
+)
+from endstate.core.cli.options import bundled
+from endstate.core.console import stdio
+from endstate.core.console.progress import Progress, note
+from endstate.core.env.changes import row_count
 from endstate.core.errors import ConfigurationError, EndstateError, ExitCode, InputError
-from endstate.core.grader import Grader, TaskIndex, builtin_task_files, check_recorded_on
-from endstate.core.judge import Judge
-from endstate.core.progress import Progress, note
-from endstate.core.records import SkipLog, fail, read_jsonl, write_jsonl
-from endstate.grade.authoring_cli import import_group, new_domain
+from endstate.core.grading.grader import Grader, TaskIndex, builtin_task_files, check_recorded_on
+from endstate.core.records.jsonl import fail, read_jsonl, write_jsonl
+from endstate.grade.authoring.cli import import_group, new_domain
 from endstate.grade.listing import count, listing, matches, summary_table
 from endstate.grade.show import show
 from endstate.grade.state import output_path, pick_episode, write_state
@@ -39,7 +44,7 @@ def cli():
               help="Task definitions (JSONL, repeatable). Default: the built-in suites.")
 @judge_options
 @common_options(domains=True, skip_invalid=True)
-def score(episodes, task_files, domain_dirs, judge_model, judge_base_url, judge_cache, skip_invalid):
+def score(episodes, task_files, domains, judge, skip):
     """Emit each episode with its reward (1 if every check passes, 0 if not, null on system error).
 
     The terminal state is rebuilt from the domain seed + the task's init + the episode's recorded
@@ -50,10 +55,8 @@ def score(episodes, task_files, domain_dirs, judge_model, judge_base_url, judge_
     Example:
       grade --tasks tasks/bench/retail.jsonl episodes.jsonl | jq -c '{task_id, reward}'
     """
-    skip = SkipLog() if skip_invalid else None
-    domains = Domains([*domain_dirs, *env_domain_dirs()])
     tasks = TaskIndex(domains, task_files)
-    grader = Grader(domains, Judge.from_options(judge_model, judge_base_url, judge_cache))
+    grader = Grader(domains, judge)
     counts = {0: 0, 1: 0, None: 0}
 
     def graded():
@@ -75,8 +78,6 @@ def score(episodes, task_files, domain_dirs, judge_model, judge_base_url, judge_
             yield result
 
     write_jsonl(graded(), kind="graded_episode")
-    if skip:
-        skip.report()
     click.echo(f"graded {sum(counts.values())}: reward 1 ×{counts[1]}, 0 ×{counts[0]}, "
                f"system_error ×{counts[None]}", err=True)
 
@@ -85,7 +86,7 @@ def score(episodes, task_files, domain_dirs, judge_model, judge_base_url, judge_
 @click.argument("task_files", nargs=-1, type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @judge_options
 @common_options(domains=True, skip_invalid=True, quiet=True)
-def validate(task_files, domain_dirs, judge_model, judge_base_url, judge_cache, skip_invalid, quiet):
+def validate(task_files, domains, judge, skip, quiet):
     """Prove tasks sound: gold passes, doing nothing fails, and dropping any single writing gold
     call fails. Emits one verdict per task; exits 1 if any task is unsound.
 
@@ -96,10 +97,8 @@ def validate(task_files, domain_dirs, judge_model, judge_base_url, judge_cache, 
     Example:
       grade validate tasks/bench/retail.jsonl | jq -c 'select(.sound | not)'
     """
-    skip = SkipLog() if skip_invalid else None
-    domains = Domains([*domain_dirs, *env_domain_dirs()])
     tasks = TaskIndex(domains, task_files or builtin_task_files(domains), skip=skip)
-    grader = Grader(domains, Judge.from_options(judge_model, judge_base_url, judge_cache))
+    grader = Grader(domains, judge)
     unsound = []
     progress = Progress(len(tasks.by_id), "validate", unit="task", quiet=quiet, counts=("sound", "unsound"))
 
@@ -117,8 +116,6 @@ def validate(task_files, domain_dirs, judge_model, judge_base_url, judge_cache, 
         write_jsonl(verdicts(), kind="verdict")
     finally:
         progress.close()
-    if skip:
-        skip.report()
     if unsound or (skip and skip.entries):
         sys.exit(ExitCode.NO)
 
@@ -132,7 +129,7 @@ def validate(task_files, domain_dirs, judge_model, judge_base_url, judge_cache, 
 @click.option("--summary", is_flag=True, help="Print a table of task counts per domain × split instead.")
 @click.option("--full", is_flag=True, help="Write the task records themselves instead of listing lines.")
 @common_options(domains=True, skip_invalid=True)
-def tasks(task_files, domain_names, splits, tags, summary, full, domain_dirs, skip_invalid):
+def tasks(task_files, domain_names, splits, tags, summary, full, domains, skip):
     """List tasks: one JSONL line per task with its id, domain, split, tags, number and kinds of
     checks, gold calls (and how many write), max_turns and the user's opening.
 
@@ -148,8 +145,6 @@ def tasks(task_files, domain_names, splits, tags, summary, full, domain_dirs, sk
     """
     if summary and full:
         raise click.UsageError("--summary and --full are alternatives; pass one of them")
-    skip = SkipLog() if skip_invalid else None
-    domains = Domains([*domain_dirs, *env_domain_dirs()])
     selected = ((loc, t) for loc, t in read_jsonl(list(task_files) or builtin_task_files(domains),
                                                    "task", skip=skip)
                 if matches(t, domain_names, splits, tags))
@@ -172,8 +167,29 @@ def tasks(task_files, domain_names, splits, tags, summary, full, domain_dirs, sk
                 yield listing(t, writing[t["domain"]])
 
         write_jsonl(lines())
-    if skip:
-        skip.report()
+
+
+@dataclass
+class StateOf:
+    """Whose state `grade state` writes: an episode's (picked by --task, --attempt, --episode-id),
+    or with --gold or --initial a task's."""
+
+    task_id: str | None
+    attempt: int | None
+    episode_id: str | None
+    gold: bool
+    initial: bool
+
+    def __post_init__(self) -> None:
+        if self.gold and self.initial:
+            raise click.UsageError("--gold and --initial are alternatives; pass one of them")
+        if self.of_task and (self.attempt is not None or self.episode_id):
+            raise click.UsageError("--gold and --initial write a task's state: --task names it, "
+                                   "and EPISODES, --attempt and --episode-id do not apply")
+
+    @property
+    def of_task(self) -> bool:
+        return bool(self.task_id and (self.gold or self.initial))
 
 
 @cli.command()
@@ -191,8 +207,8 @@ def tasks(task_files, domain_names, splits, tags, summary, full, domain_dirs, sk
 @click.option("--tasks", "task_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="Task definitions (JSONL, repeatable). Default: the built-in suites.")
 @common_options(domains=True, skip_invalid=True)
-def state(episodes, task_id, attempt, episode_id, gold, initial, out_file, diff_db, force,
-          task_files, domain_dirs, skip_invalid):
+@bundled("which", StateOf)
+def state(episodes, which: StateOf, out_file, diff_db, force, task_files, domains, skip):
     """Write the database an episode left behind to a SQLite file (sqlite3, sqlite-utils and
     Datasette open it), rebuilt as the grader rebuilds it: seed + the task's init + the episode's
     recorded diff. --gold writes the task's gold end state instead, --initial seed + init.
@@ -207,24 +223,20 @@ def state(episodes, task_id, attempt, episode_id, gold, initial, out_file, diff_
       sqlite-utils query end.db "select _side, id, status from _changed_orders"
       grade state --gold --task retail-cancel-pending -o gold.db
     """
-    if gold and initial:
-        raise click.UsageError("--gold and --initial are alternatives; pass one of them")
-    if diff_db and initial:
+    if diff_db and which.initial:
         raise click.UsageError("--diff-db shows what an episode changed on seed + init; "
                                "--initial has no changes: leave one out")
-    if (gold or initial) and task_id and (episodes or attempt is not None or episode_id):
+    if which.of_task and episodes:
         raise click.UsageError("--gold and --initial write a task's state: --task names it, and "
                                "EPISODES, --attempt and --episode-id do not apply")
+    gold, initial, task_id = which.gold, which.initial, which.task_id
     out = output_path(out_file, force)
-    domains = Domains([*domain_dirs, *env_domain_dirs()])
     tasks = TaskIndex(domains, task_files)
     loc = episode = None
-    if not (task_id and (gold or initial)):
-        skip = SkipLog() if skip_invalid else None
+    if not which.of_task:
         loc, episode = pick_episode(read_jsonl(list(episodes), "episode", skip=skip),
-                                    ", ".join(episodes) or "stdin", task_id, attempt, episode_id)
-        if skip:
-            skip.report()
+                                    ", ".join(episodes) or "stdin", task_id, which.attempt,
+                                    which.episode_id)
         task_id = episode["task_id"]
     task = tasks.get(task_id)
     if task is None:
@@ -246,8 +258,8 @@ def state(episodes, task_id, attempt, episode_id, gold, initial, out_file, diff_
 
 
 cli.add_command(show)  # grade show: grade/show.py
-cli.add_command(import_group)  # grade import tau2: grade/authoring_cli.py
-cli.add_command(new_domain)  # grade new-domain: grade/authoring_cli.py
+cli.add_command(import_group)  # grade import tau2: grade/authoring/cli.py
+cli.add_command(new_domain)  # grade new-domain: grade/authoring/cli.py
 
 main = run(cli)
 

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from endstate.core.tasks import TaskFilter
+from endstate.core.episode.plan import TaskFilter
 
 MAX_TURNS_DEFAULT = 30  # schemas/task.schema.json: max_turns.default
 NO_SPLIT = "-"  # a task without `split`, in the summary table

@@ -22,51 +22,28 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import click
 import orjson
 
-from endstate.core import match, schemas, stdio
-from endstate.core.cli import common_options, env_domain_dirs
-from endstate.core.domain import Domains
+from endstate.core.cli.command import common_options
+from endstate.core.console import stdio
+from endstate.core.env.changes import Changes
+from endstate.core.env.domain import Domains
+from endstate.core.env.sandbox import Sandbox
+from endstate.core.episode.plan import TaskFilter
 from endstate.core.errors import EndstateError
-from endstate.core.grader import TaskIndex
-from endstate.core.records import Loc, SkipLog, fail, read_jsonl
-from endstate.core.sandbox import Changes, Sandbox
-from endstate.core.tasks import TaskFilter
+from endstate.core.grading import match
+from endstate.core.grading.grader import TaskIndex
+from endstate.core.records import schemas
+from endstate.core.records.jsonl import Loc, SkipLog, fail, read_jsonl
 from endstate.grade import show_render
+from endstate.grade.show_render import Transcript, Turn
 
 BY_TABLE = ("row", "absent", "count")  # checks that name a table (and a `where`)
 BY_LAST_WRITE = ("only_changes", "gold_state")  # checks about every change
 FORMATS = ("terminal", "markdown", "html")
-
-
-@dataclass
-class Turn:
-    """One message, ready to print: `calls` are signatures like `cancel_order(order_id="W1")`."""
-
-    role: str
-    text: str = ""
-    reasoning: str = ""
-    calls: list[str] = field(default_factory=list)
-    tool: str = ""  # a tool result: the tool's name
-    error: bool = False  # a tool result that is an error observation
-    parse_error: str = ""
-    checks: list[dict[str, Any]] = field(default_factory=list)  # failed checks placed here
-
-
-@dataclass
-class Transcript:
-    title: str
-    facts: list[str]  # episode id, domain, model, status, termination, error
-    turns: list[Turn]
-    graded: bool
-    reward: int | None = None
-    checks: list[dict[str, Any]] = field(default_factory=list)
-    at_end: list[dict[str, Any]] = field(default_factory=list)  # failed checks with no turn
-    notes: list[str] = field(default_factory=list)
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # all but tab and newline
@@ -261,7 +238,7 @@ def checked(records: Iterator[tuple[Loc, dict[str, Any]]], skip: SkipLog | None)
               help="Task definitions (JSONL, repeatable), to place failed table checks at the call "
                    "they concern. Default: the built-in suites.")
 @common_options(domains=True, skip_invalid=True)
-def show(episodes, task_ids, fmt, max_chars, task_files, domain_dirs, skip_invalid):
+def show(episodes, task_ids, fmt, max_chars, task_files, domains, skip):
     """Show episodes as transcripts for people: each turn, tool calls with their arguments, tool
     results, and for graded episodes the reward, every check's verdict, and each failed check at
     the turn it concerns. Reads graded or plain episodes from EPISODES files or stdin (`-`).
@@ -272,9 +249,8 @@ def show(episodes, task_ids, fmt, max_chars, task_files, domain_dirs, skip_inval
       rollout tasks/bench/retail.jsonl | grade | grade show - --format markdown > episodes.md
       grade show graded.jsonl --format html > episodes.html
     """
-    skip = SkipLog() if skip_invalid else None
     select = TaskFilter(ids=task_ids)
-    placer = Placer(Domains([*domain_dirs, *env_domain_dirs()]), task_files)
+    placer = Placer(domains, task_files)
     out = stdio.records_out()
     color = fmt == "terminal" and out.isatty()
     render = show_render.formats(color, shutil.get_terminal_size().columns if color else 100)[fmt]
@@ -287,8 +263,6 @@ def show(episodes, task_ids, fmt, max_chars, task_files, domain_dirs, skip_inval
             shown += 1
     out.write(render.end.encode())
     out.flush()
-    if skip:
-        skip.report()
     if select.active and not shown:
         raise EndstateError(f"{select.describe()} selects no episode in "
                             f"{', '.join(episodes) or 'stdin'}")

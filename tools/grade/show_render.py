@@ -1,4 +1,4 @@
-"""`grade show` output: one Transcript (grade/show.py) as terminal text (rich), Markdown or a
+"""`grade show` output: one Transcript (grade/show.py builds it) as terminal text (rich), Markdown or a
 self-contained HTML page. Everything a record holds is text from a model, a user or a tool: it is
 escaped for the format (rich markup is off, HTML is escaped, Markdown keeps message text as
 written, inside quotes, and puts machine text in code spans and fences)."""
@@ -9,11 +9,36 @@ import html
 import io
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
-if TYPE_CHECKING:  # grade/show.py builds them, and imports this module
-    from endstate.grade.show import Transcript, Turn
+
+@dataclass
+class Turn:
+    """One message, ready to print: `calls` are signatures like `cancel_order(order_id="W1")`."""
+
+    role: str
+    text: str = ""
+    reasoning: str = ""
+    calls: list[str] = field(default_factory=list)
+    tool: str = ""  # a tool result: the tool's name
+    error: bool = False  # a tool result that is an error observation
+    parse_error: str = ""
+    checks: list[dict[str, Any]] = field(default_factory=list)  # failed checks placed here
+
+
+@dataclass
+class Transcript:
+    title: str
+    facts: list[str]  # episode id, domain, model, status, termination, error
+    turns: list[Turn]
+    graded: bool
+    reward: int | None = None
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    at_end: list[dict[str, Any]] = field(default_factory=list)  # failed checks with no turn
+    notes: list[str] = field(default_factory=list)
+
+
 
 VERDICTS = {True: ("✓", "passed"), False: ("✗", "failed"), None: ("–", "not asked")}
 

@@ -24,11 +24,11 @@ from typing import Any
 
 import sqlite_utils
 
-from endstate.core.changes import Changes
-from endstate.core.domain import Domain, Table, remove_change_log
+from endstate.core.env.changes import Changes
+from endstate.core.env.domain import Domain, Table, remove_change_log
+from endstate.core.env.sandbox import Sandbox
 from endstate.core.errors import EndstateError
-from endstate.core.records import Loc
-from endstate.core.sandbox import Sandbox
+from endstate.core.records.jsonl import Loc
 
 CHANGED_PREFIX = "_changed_"
 SHOWN = 5  # ids and locations named in an error message

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from endstate.core.episode import failed_calls, replay
+from endstate.core.episode.replay import failed_calls, replay
 from endstate.core.errors import ConfigurationError, EndstateError
-from endstate.core.grader import Grader, reward
+from endstate.core.grading.grader import Grader, reward
 
 
 def _score(grader: Grader, task: dict[str, Any], steps: list[dict[str, Any]]):

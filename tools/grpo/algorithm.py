@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from endstate.core.registry import Registry
 from endstate.grpo.correction import safe_log_ratio
 
 if TYPE_CHECKING:  # torch is imported where used: `grpo --help` and --dry-run stay light
@@ -96,24 +97,21 @@ class LossAgg(NamedTuple):
     denominator: Callable[[Sequence[int], int], float]
 
 
-# The one dispatch point for loss aggregation: a mode is its row here.
-LOSS_AGGREGATIONS: dict[str, LossAgg] = {
-    # Σ_tokens loss / (completion tokens in the batch)
-    "token-mean": LossAgg(_token_sum, _tokens),
-    # Σ_seq (Σ_t loss / tokens of seq) / (sequences in the batch)
-    "seq-mean-token-mean": LossAgg(_sequence_token_means, _sequences),
-    # Σ_tokens loss / (sequences × max completion tokens)  (Dr. GRPO)
-    "seq-mean-token-sum-norm": LossAgg(_token_sum, _sequences_times_max_tokens),
-}
-LOSS_AGG = tuple(LOSS_AGGREGATIONS)  # the mode names, for flags and config checks
+# The one dispatch point for loss aggregation: a mode is one registered LossAgg.
+LOSS_AGGREGATIONS: Registry[LossAgg] = Registry("loss aggregation")
+# Σ_tokens loss / (completion tokens in the batch)
+LOSS_AGGREGATIONS.register("token-mean")(LossAgg(_token_sum, _tokens))
+# Σ_seq (Σ_t loss / tokens of seq) / (sequences in the batch)
+LOSS_AGGREGATIONS.register("seq-mean-token-mean")(LossAgg(_sequence_token_means, _sequences))
+# Σ_tokens loss / (sequences × max completion tokens)  (Dr. GRPO)
+LOSS_AGGREGATIONS.register("seq-mean-token-sum-norm")(LossAgg(_token_sum, _sequences_times_max_tokens))
 
 
 def _loss_agg(mode: str) -> LossAgg:
     try:
         return LOSS_AGGREGATIONS[mode]
-    except KeyError:
-        raise ValueError(f"unknown loss aggregation {mode!r}; "
-                         f"choose one of {', '.join(LOSS_AGG)}") from None
+    except KeyError as e:
+        raise ValueError(e.args[0]) from None
 
 
 def aggregate(loss: torch.Tensor, mask: torch.Tensor, mode: str, norm: float) -> torch.Tensor:

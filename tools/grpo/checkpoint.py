@@ -20,7 +20,8 @@ from typing import Any
 import orjson
 
 from endstate.core.errors import FileError
-from endstate.core.records import dumps
+from endstate.core.records.jsonl import dumps
+from endstate.core.records.structs import Prompting
 
 
 def checkpoint_dir(out: Path, step: int) -> Path:
@@ -35,12 +36,12 @@ def latest_checkpoint(out: Path) -> Path | None:
 
 
 def save_checkpoint(policy, out: Path, step: int, client_state: dict[str, Any],
-                    prompting: dict[str, Any]) -> Path:
+                    prompting: Prompting) -> Path:
     """Save the step; its HF folder also records how the policy was prompted in training, so
     rollout and probe prompt it the same way by default (core.prompting)."""
     import torch.distributed as dist
 
-    from endstate.core.prompting import record
+    from endstate.core.agent.prompting import record
     from endstate.grpo.engine import HF_DIR
 
     folder = checkpoint_dir(out, step)

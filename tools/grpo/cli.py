@@ -9,10 +9,11 @@ from pathlib import Path
 
 import click
 
-from endstate.core import settings, stdio
-from endstate.core.cli import common_options, run, tool_group
+from endstate.core.cli import options as flags
+from endstate.core.cli.command import common_options, run, tool_group
+from endstate.core.console import stdio
 from endstate.core.errors import EndstateError
-from endstate.grpo.algorithm import LOSS_AGG
+from endstate.grpo.algorithm import LOSS_AGGREGATIONS
 from endstate.grpo.config import ROLLOUT_ENGINES, TrainConfig, launch_command, resolve
 from endstate.grpo.correction import IS_LEVELS
 
@@ -60,14 +61,14 @@ HELP = {
     "gpu_memory": "GB per GPU: --dry-run refuses a memory plan that does not fit and names the knob.",
     "host_memory": "GB of host memory per node: likewise for the offloaded states.",
 }
-KINDS = {"loss_agg": click.Choice(LOSS_AGG), "rollout_engine": click.Choice(ROLLOUT_ENGINES),
-         "rollout_is": click.Choice(("auto", *IS_LEVELS)),
-         "device": click.Choice(("cpu", "cuda")),
-         "domains": click.Path(file_okay=False, exists=True)}
+FLAG_TYPES = {"loss_agg": LOSS_AGGREGATIONS.choice(), "rollout_engine": click.Choice(ROLLOUT_ENGINES),
+              "rollout_is": click.Choice(("auto", *IS_LEVELS)),
+              "device": click.Choice(("cpu", "cuda")),
+              "domains": click.Path(file_okay=False, exists=True)}
 
 
-config_options = settings.options(TrainConfig, {**settings.HELP, **HELP},
-                                  {**settings.KINDS, **KINDS}, layered=True)
+config_options = flags.options(TrainConfig, {**flags.HELP, **HELP},
+                               {**flags.FLAG_TYPES, **FLAG_TYPES}, layered=True)
 
 
 @tool_group()
@@ -131,7 +132,7 @@ def dry_run_report(cfg, args: list[str]) -> None:
     """Check pool, model, output folder, DeepSpeed config and divisibility; print the resolved
     config and the memory plan; refuse a plan over --gpu-memory / --host-memory (exit 2, naming
     the knob), else print the launch command and exit 0."""
-    from endstate.core.local_model import resolve_model
+    from endstate.core.agent.local_model import resolve_model
     from endstate.grpo.config import pool_domains, pool_tasks
     from endstate.grpo.engine import resolve_ds_config
     from endstate.grpo.memory_plan import plan_lines, require_fit

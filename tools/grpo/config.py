@@ -12,10 +12,10 @@ from typing import Any
 
 import click
 
-from endstate.core import settings
+from endstate.core.cli.options import FLAG_TYPES
+from endstate.core.episode.settings import EpisodeSettings
 from endstate.core.errors import EndstateError
-from endstate.core.settings import EpisodeSettings
-from endstate.grpo.algorithm import LOSS_AGG
+from endstate.grpo.algorithm import LOSS_AGGREGATIONS
 from endstate.grpo.correction import IS_LEVELS
 
 ROLLOUT_ENGINES = ("local", "vllm")
@@ -115,8 +115,8 @@ class TrainConfig(EpisodeSettings):
     def validate(self) -> None:
         if not self.pool:
             raise EndstateError("give --pool POOL.jsonl (bucket --tasks output or a task file)")
-        if self.loss_agg not in LOSS_AGG:
-            raise EndstateError(f"loss_agg {self.loss_agg!r}: choose one of {', '.join(LOSS_AGG)}")
+        if self.loss_agg not in LOSS_AGGREGATIONS:
+            raise EndstateError(f"loss_agg {self.loss_agg!r}: choose one of {', '.join(LOSS_AGGREGATIONS)}")
         if self.rollout_engine not in ROLLOUT_ENGINES:
             raise EndstateError(f"rollout_engine {self.rollout_engine!r}: choose local or vllm")
         if self.rollout_is not in ("auto", *IS_LEVELS):
@@ -127,7 +127,7 @@ class TrainConfig(EpisodeSettings):
             raise EndstateError(f"dual_clip {self.dual_clip}: use a bound above 1 (3 as verl), or 0 for off")
         if self.log_ratio_clamp <= 0:
             raise EndstateError("log_ratio_clamp must be positive (20 keeps exp() finite in fp32)")
-        for name, kind in settings.KINDS.items():  # a YAML value skips click: the flags' ranges
+        for name, kind in FLAG_TYPES.items():  # a YAML value skips click: the flags' ranges
             value = getattr(self, name)
             if value is not None and isinstance(kind, (click.IntRange, click.FloatRange)):
                 try:
@@ -220,8 +220,8 @@ def resolve(yaml_path: str | None, flags: dict[str, Any]) -> TrainConfig:
 def pool_domains(cfg: TrainConfig, tasks: list[dict[str, Any]]):
     """The domains the run sees (--domains, $ENDSTATE_DOMAINS, the built-ins), checked against
     every task of the pool: an unknown domain is a usage error before anything starts."""
-    from endstate.core.cli import env_domain_dirs
-    from endstate.core.domain import Domains
+    from endstate.core.cli.command import env_domain_dirs
+    from endstate.core.env.domain import Domains
 
     domains = Domains([*cfg.domains, *env_domain_dirs()])
     for name in sorted({t["domain"] for t in tasks}):
@@ -231,8 +231,8 @@ def pool_domains(cfg: TrainConfig, tasks: list[dict[str, Any]]):
 
 def pool_tasks(cfg: TrainConfig) -> list[dict[str, Any]]:
     """The pool's tasks, read as every tool reads tasks (--skip-invalid reports what it passed)."""
-    from endstate.core.records import SkipLog
-    from endstate.core.tasks import load_tasks
+    from endstate.core.episode.plan import load_tasks
+    from endstate.core.records.jsonl import SkipLog
 
     skip = SkipLog() if cfg.skip_invalid else None
     tasks = load_tasks([cfg.pool], skip)

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from endstate import CONFIGS_DIR
-from endstate.core import stdio
+from endstate.core.agent.local_model import drop_gguf_quantization, loading_bars_only_on_a_terminal
+from endstate.core.console import stdio
 from endstate.core.errors import EndstateError
-from endstate.core.local_model import drop_gguf_quantization, loading_bars_only_on_a_terminal
 from endstate.grpo.batch import Sample, collate, micro_batches
 from endstate.grpo.logprobs import DEFAULT_CHUNK, check_plain_head, head_logprobs
 from endstate.grpo.objective import MAXIMA, SUMS, LossConfig, accumulate, micro_batch_loss

@@ -6,8 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from endstate.core.agent.prompting import PROMPTING_FILE
 from endstate.core.errors import EndstateError
-from endstate.core.prompting import PROMPTING_FILE
 from endstate.grpo.checkpoint import latest_checkpoint
 from endstate.grpo.engine import HF_DIR
 

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from endstate.core.agent.sampling import processed_logits
 from endstate.core.errors import EndstateError
-from endstate.core.local_model import processed_logits
 from endstate.grpo.algorithm import token_logprobs
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from endstate.core.progress import episode_tokens
+from endstate.core.console.progress import episode_tokens
 from endstate.grpo.batch import Sample
 from endstate.grpo.objective import MAXIMA, LossConfig
 from endstate.grpo.sampling import Collected

@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from endstate.core.bands import Bands, TaskRuns, assign, band_masses, posterior
-from endstate.core.records import read_jsonl
+from endstate.core.records.jsonl import read_jsonl
+from endstate.core.stats.bands import Bands, TaskRuns, assign, band_masses, posterior
 
 
 class Retirement:

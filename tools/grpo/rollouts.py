@@ -16,12 +16,14 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from endstate.core.agents import TokenBackend
-from endstate.core.grader import Grader
-from endstate.core.local_model import Generation
-from endstate.core.progress import Progress
-from endstate.core.runtime import ATTEMPT_COUNTS, RunConfig, run_all, token_prompting
-from endstate.core.trace import ChatTemplate
+from endstate.core.agent.local_model import Generation
+from endstate.core.agent.trace import ChatTemplate
+from endstate.core.console.progress import Progress
+from endstate.core.episode.backends import LiveSampler, build_backend
+from endstate.core.episode.config import RunConfig
+from endstate.core.episode.runtime import ATTEMPT_COUNTS, run_all
+from endstate.core.grading.grader import Grader
+from endstate.core.records.structs import Episode
 from endstate.grpo.sampling import Group
 
 
@@ -79,7 +81,7 @@ def run_groups(tasks: list[dict[str, Any]], group_size: int, cfg: RunConfig, dom
     the attempts so they stay unique across steps."""
     assert len(attempt_bases) == len(tasks)
     sampler = LockstepSampler(generate, max_batch=cfg.jobs)
-    backend = TokenBackend(template, sampler.sample, cfg.sampling, cfg.max_context, *token_prompting(cfg))
+    backend = build_backend(cfg, LiveSampler(template, sampler.sample))
     keys = []
     slots: dict[tuple[str, int], tuple[int, int]] = {}  # (task_id, attempt) -> (group, index)
     for g, (task, base) in enumerate(zip(tasks, attempt_bases)):
@@ -88,9 +90,9 @@ def run_groups(tasks: list[dict[str, Any]], group_size: int, cfg: RunConfig, dom
             slots[(task["id"], base + i)] = (g, i)
     graded: list[list[dict | None]] = [[None] * group_size for _ in tasks]
 
-    def on_episode(task: dict[str, Any], episode: dict[str, Any]) -> dict[str, Any]:
-        g, i = slots[(task["id"], episode["attempt"])]
-        graded[g][i] = grader.grade(episode, task)
+    def on_episode(task: dict[str, Any], episode: Episode) -> dict[str, Any]:
+        g, i = slots[(task["id"], episode.attempt)]
+        graded[g][i] = grader.grade(episode.record(), task)
         sampler.finished()
         return graded[g][i]
 

@@ -53,14 +53,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from endstate.core.agent.local_model import LocalGenerator, resolve_model
+from endstate.core.agent.trace import ChatTemplate
+from endstate.core.console.progress import Progress, note
+from endstate.core.episode.config import RunConfig
+from endstate.core.episode.settings import episode_values
 from endstate.core.errors import EndstateError
-from endstate.core.grader import Grader
-from endstate.core.local_model import LocalGenerator, resolve_model
-from endstate.core.progress import Progress, note
-from endstate.core.records import checked_line, dumps
-from endstate.core.runtime import RunConfig, attempt_record
-from endstate.core.settings import episode_values
-from endstate.core.trace import ChatTemplate
+from endstate.core.grading.grader import Grader
+from endstate.core.records.episode import attempt_record
+from endstate.core.records.jsonl import checked_line, dumps
+from endstate.core.records.structs import Prompting
 from endstate.grpo.algorithm import group_advantages, normalizer
 from endstate.grpo.batch import Sample, sample_of
 from endstate.grpo.checkpoint import (
@@ -93,8 +95,10 @@ def derived_seed(*parts: Any) -> int:
     return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:4], "little")
 
 
-def run_config(cfg: TrainConfig, seed: int) -> RunConfig:
-    return RunConfig(backend="local", model=cfg.model, seed=seed, **episode_values(cfg))
+def run_config(cfg: TrainConfig, seed: int, prompting: Prompting | None = None) -> RunConfig:
+    """The episode settings of a step; `prompting`: as resolved for the run (see RunConfig)."""
+    return RunConfig(backend="local", model=cfg.model, seed=seed, resolved_prompting=prompting,
+                     **episode_values(cfg))
 
 
 def shard_samples(samples: list[Sample], rank: int, world: int) -> list[Sample]:
@@ -130,6 +134,7 @@ class Trainer:
                              replica=cfg.rollout_engine == "local", logits_chunk=cfg.logits_chunk,
                              checkpointing=cfg.activation_checkpointing)
         self.template = ChatTemplate(self.policy.tokenizer)
+        self.prompting = run_config(cfg, 0).prompting  # resolved (and any override said) once
         self.sampler = PoolSampler(list(self.tasks), cfg.seed)
         self.attempts: dict[str, int] = {}  # next attempt number per task
         self.retirement = Retirement(cfg.keep, cfg.base_attempts) if cfg.retire else None
@@ -202,7 +207,8 @@ class Trainer:
         module = self.policy.rollout_model()
         module.eval()
         # log-probs at the sampling temperature: what the update's ratio compares against
-        return LocalGenerator(module, self.policy.tokenizer, run_config(self.cfg, seed).sampling,
+        sampling = run_config(self.cfg, seed, self.prompting).sampling
+        return LocalGenerator(module, self.policy.tokenizer, sampling,
                               seed=seed, max_batch=self.cfg.jobs, logprobs_at_temperature=True).generate
 
     def generate(self, task_ids: list[str], round_: int) -> list[Group]:
@@ -215,7 +221,7 @@ class Trainer:
         mine = list(range(self.rank, len(task_ids), self.world))
         seed = derived_seed(cfg.seed, self.step, round_, self.rank)
         local = run_groups([self.tasks[task_ids[i]] for i in mine], cfg.group_size,
-                           run_config(cfg, seed), self.domains, self.grader, self.template,
+                           run_config(cfg, seed, self.prompting), self.domains, self.grader, self.template,
                            self._generator(seed), [bases[i] for i in mine],
                            quiet=self.quiet or self.rank != 0)
         local = [Group(g.task_id, g.rewards, [slim(e) for e in g.episodes]) for g in local]
@@ -293,7 +299,7 @@ class Trainer:
                                  history[-1]["generated_tokens"])
                 if self.step % cfg.save_freq == 0 or self.step == cfg.steps:
                     save_checkpoint(self.policy, self.out, self.step, self.client_state(),
-                                    run_config(cfg, 0).prompting)
+                                    self.prompting)
                     if cfg.plot and self.rank == 0:
                         from endstate.grpo.plot import plot_metrics
 

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from endstate.core.agent.local_model import Generation
 from endstate.core.errors import EndstateError
-from endstate.core.local_model import Generation
 
 # Attribute paths to the torch model inside an in-process vLLM engine, newest layout first.
 _MODEL_PATHS = ("model_executor.driver_worker.worker.model_runner.model",

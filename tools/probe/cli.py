@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import click
 
-from endstate.core.cli import common_options, env_domain_dirs, judge_options, run, tool_command
-from endstate.core.domain import Domains
-from endstate.core.grader import Grader
-from endstate.core.judge import Judge
-from endstate.core.records import SkipLog, checked_line, read_jsonl
-from endstate.core.run_options import run_options
-from endstate.core.runtime import ATTEMPT_COUNTS, attempt_record, build_backend, run_episodes
-from endstate.core.stdio import records_out
-from endstate.core.tasks import done_keys, episodes_path_writer, plan, runnable_tasks, shard_of
+from endstate.core.cli.command import (
+    common_options,
+    judge_options,
+    run,
+    tool_command,
+)
+from endstate.core.cli.run_options import run_options
+from endstate.core.console.stdio import records_out
+from endstate.core.episode.backends import build_backend
+from endstate.core.episode.plan import (
+    done_keys,
+    episodes_path_writer,
+    plan,
+    runnable_tasks,
+)
+from endstate.core.episode.runtime import ATTEMPT_COUNTS, run_episodes
+from endstate.core.grading.grader import Grader
+from endstate.core.records.episode import attempt_record
+from endstate.core.records.jsonl import checked_line, read_jsonl
 
 
 @tool_command
@@ -25,8 +35,7 @@ from endstate.core.tasks import done_keys, episodes_path_writer, plan, runnable_
 @run_options
 @judge_options
 @common_options(domains=True, skip_invalid=True, quiet=True)
-def cli(task_files, repeats, episodes_file, resume, cfg, shard, select, judge_model, judge_base_url,
-        judge_cache, domain_dirs, skip_invalid, quiet):
+def cli(task_files, repeats, episodes_file, resume, cfg, select, judge, domains, skip, quiet):
     """Run every task REPEATS times, grade each episode, and write one attempt record per line.
 
     System errors (endpoint failures after retries, a judge that cannot answer) are written with
@@ -38,11 +47,8 @@ def cli(task_files, repeats, episodes_file, resume, cfg, shard, select, judge_mo
       probe tasks/train/retail.jsonl -n 8 --resume attempts.jsonl >> attempts.jsonl
       jq -s 'group_by(.task_id) | map({task: .[0].task_id, k: (map(.reward // 0) | add)})' attempts.jsonl
     """
-    skip = SkipLog() if skip_invalid else None
-    domains = Domains([*domain_dirs, *env_domain_dirs()])
-    grader = Grader(domains, Judge.from_options(judge_model, judge_base_url, judge_cache))
-    tasks = shard_of(runnable_tasks(task_files, domains, skip, judge=grader.judge is not None,
-                                    select=select), shard)
+    grader = Grader(domains, judge)
+    tasks = runnable_tasks(task_files, domains, skip, grader.task_problem, select=select)
     out = records_out()
     done = done_keys(resume, out)
     episodes_out = episodes_path_writer(episodes_file)
@@ -58,7 +64,7 @@ def cli(task_files, repeats, episodes_file, resume, cfg, shard, select, judge_mo
     backend = build_backend(cfg) if keys else None
 
     def write(task, episode):
-        graded = grader.grade(episode, task)
+        graded = grader.grade(episode.record(), task)
         if episodes_out:
             episodes_out.write(checked_line("graded_episode", graded))
             episodes_out.flush()
@@ -67,8 +73,6 @@ def cli(task_files, repeats, episodes_file, resume, cfg, shard, select, judge_mo
         return graded
 
     run_episodes(keys, cfg, domains, backend, write, what="probe", quiet=quiet, counts=ATTEMPT_COUNTS)
-    if skip:
-        skip.report()
 
 
 main = run(cli)

@@ -7,15 +7,17 @@ import sys
 import click
 import orjson
 
-from endstate.core import prompting, stdio
-from endstate.core.cli import common_options, env_domain_dirs, run, tool_group
-from endstate.core.domain import Domains
+from endstate.core.agent import prompting
+from endstate.core.agent.interpret import parse
+from endstate.core.cli.command import common_options, run, tool_group
+from endstate.core.cli.run_options import run_options
+from endstate.core.console import stdio
+from endstate.core.episode.backends import build_backend
+from endstate.core.episode.plan import done_keys, plan, runnable_tasks
+from endstate.core.episode.runtime import run_episodes
 from endstate.core.errors import ExitCode
-from endstate.core.interpret import parse
-from endstate.core.records import SkipLog, checked_line, read_jsonl
-from endstate.core.run_options import run_options
-from endstate.core.runtime import build_backend, run_episodes
-from endstate.core.tasks import done_keys, plan, runnable_tasks, shard_of
+from endstate.core.records.episode import prompting_of
+from endstate.core.records.jsonl import checked_line, read_jsonl
 from endstate.rollout.serve_cmd import serve_mcp
 
 
@@ -36,7 +38,7 @@ def cli():
               help="Skip (task_id, attempt) keys already in this episodes file.")
 @run_options
 @common_options(domains=True, skip_invalid=True, quiet=True)
-def run_cmd(task_files, repeats, resume, cfg, shard, select, domain_dirs, skip_invalid, quiet):
+def run_cmd(task_files, repeats, resume, cfg, select, domains, skip, quiet):
     """Run each task REPEATS times and write one episode record per line to stdout.
 
     Each episode gets a fresh sandbox; the record carries the transcript, the token trace
@@ -47,9 +49,7 @@ def run_cmd(task_files, repeats, resume, cfg, shard, select, domain_dirs, skip_i
       rollout run tasks/bench/retail.jsonl -n 2 -j 4 > episodes.jsonl
       grade episodes.jsonl | jq -c '{task_id, attempt, reward}'
     """
-    skip = SkipLog() if skip_invalid else None
-    domains = Domains([*domain_dirs, *env_domain_dirs()])
-    tasks = shard_of(runnable_tasks(task_files, domains, skip, select=select), shard)
+    tasks = runnable_tasks(task_files, domains, skip, select=select)
     out = stdio.records_out()
     keys = plan(tasks, repeats, done_keys(resume, out))
     backend = build_backend(cfg)
@@ -59,14 +59,12 @@ def run_cmd(task_files, repeats, resume, cfg, shard, select, domain_dirs, skip_i
         out.flush()
 
     run_episodes(keys, cfg, domains, backend, write, quiet=quiet)
-    if skip:
-        skip.report()
 
 
 @cli.command()
 @click.argument("episodes", nargs=-1, type=click.Path(allow_dash=True))
 @common_options(domains=True, skip_invalid=True)
-def parity(episodes, domain_dirs, skip_invalid):
+def parity(episodes, domains, skip):
     """Re-interpret every recorded raw completion with this endstate's interpreter and compare
     tool names, typed arguments, reasoning and text with what the episode recorded (what the
     serving endpoint parsed, for the chat backend). Prints mismatches per turn, and whether the
@@ -81,12 +79,10 @@ def parity(episodes, domain_dirs, skip_invalid):
       rollout parity completions.jsonl chat.jsonl   # two backends, one audit
     """
     mismatches = turns = 0
-    skip = SkipLog() if skip_invalid else None
-    domains = Domains([*domain_dirs, *env_domain_dirs()])
     policies: dict[str, list] = {}  # backend -> the prompting of each of its episodes
     for loc, episode in read_jsonl(list(episodes), "episode", skip=skip):
         policy = episode.get("policy") or {}
-        policies.setdefault(policy.get("backend") or "?", []).append(prompting.of(policy))
+        policies.setdefault(policy.get("backend") or "?", []).append(prompting_of(policy))
         tools = domains[episode["domain"]].tools if episode["domain"] in domains.by_name else {}
         params = {n: t.parameters for n, t in tools.items()}
         for i, m in enumerate(episode["messages"]):
@@ -96,7 +92,7 @@ def parity(episodes, domain_dirs, skip_invalid):
             again = parse(m["raw"], params)
             recorded = [(c["function"]["name"], orjson.loads(c["function"]["arguments"]))
                         for c in m.get("tool_calls", [])]
-            now = [(c.name, c.arguments) for c in again.tool_calls]
+            now = [(c.name, c.args()) for c in again.tool_calls]
             problems = []
             if recorded != now:
                 problems.append(f"tool calls {recorded} != {now}")
@@ -107,8 +103,6 @@ def parity(episodes, domain_dirs, skip_invalid):
             if problems:
                 mismatches += 1
                 stdio.echo(f"{loc}: {episode['episode_id']} message {i}: " + "; ".join(problems))
-    if skip:
-        skip.report()
     for backend, promptings in policies.items():
         mixed = prompting.differences(promptings)
         if mixed:  # one backend, two ways of prompting: its numbers would not mean one thing

@@ -16,9 +16,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from endstate.core.episode.plan import done_keys
 from endstate.core.errors import EndstateError, FileError
-from endstate.core.records import checked_line
-from endstate.core.tasks import done_keys
+from endstate.core.records.jsonl import checked_line
 
 
 class EpisodeLog:

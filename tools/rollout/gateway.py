@@ -29,9 +29,9 @@ from uuid import uuid4
 
 import anyio
 
-from endstate.core.domain import Domains
+from endstate.core.console.progress import Progress, episode_counts, note
+from endstate.core.env.domain import Domains
 from endstate.core.errors import EndstateError
-from endstate.core.progress import Progress, episode_counts, note
 from endstate.rollout.episode_log import EpisodeLog
 from endstate.rollout.mcp_server import SandboxSession, describe, mcp_server, session_options
 
@@ -264,8 +264,6 @@ def serve_http(gateway: Gateway, sock: socket.socket) -> None:
         RequestBodyLimitMiddleware,
     )
 
-    from endstate.core.endpoints import close_endpoints
-
     _more_open_files()
     app = RequestBodyLimitMiddleware(gateway, DEFAULT_MAX_REQUEST_BODY_SIZE)
     server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning",
@@ -281,7 +279,7 @@ def serve_http(gateway: Gateway, sock: socket.socket) -> None:
             await server.serve(sockets=[sock])
         finally:
             stopper.cancel()
-            await close_endpoints()
+            gateway.new_session.close()
 
     # uvicorn stops on SIGTERM, then raises it again: exit 143 as a killed process, but through
     # here, so the summary and the note on unwritten sessions are printed.

@@ -28,20 +28,30 @@ from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import msgspec
 import orjson
 
-from endstate.core import stdio
-from endstate.core.domain import Domain
-from endstate.core.endpoints import EndpointFailure, close_endpoints
-from endstate.core.episode_loop import STOP, LLMUser, ScriptedUser
-from endstate.core.episode_record import (
-    assistant_message,
-    episode_id,
-    new_episode,
-    tool_result_message,
-)
+from endstate.core.console import stdio
+from endstate.core.env.domain import Domain
+from endstate.core.env.sandbox import Sandbox
+from endstate.core.episode.users import STOP, LLMUser, ScriptedUser
 from endstate.core.errors import EndstateError
-from endstate.core.sandbox import Sandbox
+from endstate.core.records.episode import episode_id
+from endstate.core.records.structs import (
+    AssistantMessage,
+    Episode,
+    ErrorInfo,
+    Message,
+    Policy,
+    SystemMessage,
+    Task,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+    table_changes,
+)
+from endstate.core.wire.endpoints import EndpointFailure
 
 log = logging.getLogger("endstate")
 
@@ -51,11 +61,11 @@ USER_TOOL = "send-message-to-user"
 USER_LEFT = "The user ended the conversation. The episode is over: end the session."
 EPISODE_OVER = "The episode is over ({why}); nothing more is recorded: end the session."
 
-Price = Callable[[dict[str, dict[str, int]]], "float | None"]
+Price = Callable[[dict[str, Usage]], "float | None"]
 
 
-def instructions(domain: Domain, task: dict[str, Any]) -> str:
-    return (f"{domain.policy.strip()}\n\nThe customer says: {task['user']['opening']}\n\n"
+def instructions(domain: Domain, task: Task) -> str:
+    return (f"{domain.policy.strip()}\n\nThe customer says: {task.user.opening}\n\n"
             f"Talk to the customer only through the `{USER_TOOL}` tool: its result is their reply. "
             "Act through the other tools; the episode is graded on the database state you leave "
             "and on what you told the customer.")
@@ -71,31 +81,30 @@ USER_TOOL_SPEC = {
 }
 
 
-def _user_failure(e: Exception) -> dict[str, Any]:
+def _user_failure(e: Exception) -> ErrorInfo:
     """The episode's `error` when its simulated user failed: as rollout records it."""
     if isinstance(e, EndpointFailure):
-        return {"kind": e.kind, "message": e.message, "attempts": e.attempts}
+        return ErrorInfo(e.kind, e.message, e.attempts)
     if isinstance(e, EndstateError):  # a setup the operator must fix (a 401 from the user's LLM)
         log.error("the simulated user's endpoint refused: %s", e.message)
-        return {"kind": "configuration", "message": e.message}
+        return ErrorInfo("configuration", e.message)
     log.error("the simulated user failed (recorded as system_error)", exc_info=e)
-    return {"kind": "internal", "message": f"{type(e).__name__}: {e}"}
+    return ErrorInfo("internal", f"{type(e).__name__}: {e}")
 
 
 class SandboxSession:
     """The episode an MCP session builds: tool calls on one sandbox and the conversation with the
     task's simulated user, recorded as messages."""
 
-    def __init__(self, domain: Domain, task: dict[str, Any], attempt: int,
+    def __init__(self, domain: Domain, task: Task, attempt: int,
                  user: ScriptedUser | LLMUser, price: Price = lambda usage: None,
-                 policy: dict[str, Any] | None = None):
+                 policy: Policy | None = None):
         self.domain, self.task, self.attempt, self.user, self.price = domain, task, attempt, user, price
-        self.policy = policy or {"model": "mcp-client", "backend": "mcp"}
-        self.sandbox = Sandbox(domain, task.get("init"), task.get("tools"))
-        self.messages: list[dict[str, Any]] = [{"role": "system", "content": domain.policy},
-                                               {"role": "user", "content": task["user"]["opening"]}]
+        self.policy = policy or Policy(model="mcp-client", backend="mcp")
+        self.sandbox = Sandbox(domain, task.init, task.tools)
+        self.transcript: list[Message] = [SystemMessage(domain.policy), UserMessage(task.user.opening)]
         self.termination: str | None = None  # user_stop once the user ends the conversation
-        self.error: dict[str, Any] | None = None  # a system error ends the episode too
+        self.error: ErrorInfo | None = None  # a system error ends the episode too
         self.started = time.perf_counter()
         self.timing = {"tools_s": 0.0, "user_s": 0.0}
 
@@ -111,13 +120,13 @@ class SandboxSession:
             return False, EPISODE_OVER.format(why=why)
         if name == USER_TOOL:
             return await self.message_user(arguments or {})
-        call_id = f"call_{sum(1 for m in self.messages if m['role'] == 'tool')}"
-        args = arguments or {}
+        call = ToolCall.of(name, arguments or {},
+                           f"call_{sum(isinstance(m, ToolMessage) for m in self.transcript)}")
         t = time.perf_counter()
-        result = self.sandbox.call(name, args)
+        result = self.sandbox.call(name, arguments or {})
         self.timing["tools_s"] += time.perf_counter() - t
-        self.messages.append(assistant_message(None, [(call_id, name, args)]))
-        self.messages.append(tool_result_message(call_id, name, result.content))
+        self.transcript.append(AssistantMessage(None, tool_calls=[call]))
+        self.transcript.append(ToolMessage(call.id, name, result.content))
         return result.ok, result.content
 
     async def message_user(self, arguments: dict[str, Any]) -> tuple[bool, str]:
@@ -126,10 +135,10 @@ class SandboxSession:
         if not isinstance(text, str) or not text.strip() or set(arguments) != {"message"}:
             return False, orjson.dumps({"error": f"{USER_TOOL} takes one argument, `message`: "
                                                  "the text to send"}).decode()
-        self.messages.append(assistant_message(text))
+        self.transcript.append(AssistantMessage(text))
         t = time.perf_counter()
         try:
-            reply = await self.user.reply(self.messages)
+            reply = await self.user.reply(self.transcript)
         except Exception as e:  # noqa: BLE001 - the user's endpoint failed; a bug costs one episode
             self.error = _user_failure(e)
             return False, EPISODE_OVER.format(why="the simulated user failed: a system error")
@@ -138,7 +147,7 @@ class SandboxSession:
         if reply == STOP:
             self.termination = "user_stop"
             return True, USER_LEFT
-        self.messages.append({"role": "user", "content": reply})
+        self.transcript.append(UserMessage(reply))
         return True, reply
 
     def abandon(self, idle_s: float) -> None:
@@ -146,22 +155,22 @@ class SandboxSession:
         already ended the conversation, the episode is a system error (resume runs it again), as
         rollout records an agent endpoint that stopped answering."""
         if not (self.error or self.termination):
-            self.error = {"kind": "timeout", "message": f"the MCP client sent nothing for "
-                          f"{idle_s:g}s and never ended the session"}
+            self.error = ErrorInfo("timeout", f"the MCP client sent nothing for {idle_s:g}s and "
+                                              "never ended the session")
 
     def record(self) -> dict[str, Any]:
         """The episode record (schemas/episode.schema.json), as rollout writes it."""
         task, failed = self.task, self.error is not None
-        usage = {"user": dict(self.user.usage)}
+        usage = {"user": msgspec.structs.replace(self.user.usage)}
         timing = {k: round(v, 4) for k, v in self.timing.items()}
-        return new_episode(
-            episode_id=episode_id(task["id"], self.attempt), task_id=task["id"],
+        return Episode(
+            episode_id=episode_id(task.id, self.attempt), task_id=task.id,
             domain=self.domain.name, attempt=self.attempt, policy=self.policy,
             status="system_error" if failed else "ok", error=self.error,
             termination=None if failed else self.termination or "agent_done",
-            messages=self.messages, turns=[], changes=self.sandbox.changes(),
+            messages=self.transcript, turns=[], changes=table_changes(self.sandbox.changes()),
             seed_digest=self.sandbox.seed_digest, usage=usage, cost_usd=self.price(usage),
-            timing={**timing, "total_s": round(time.perf_counter() - self.started, 4)})
+            timing={**timing, "total_s": round(time.perf_counter() - self.started, 4)}).record()
 
     def close(self) -> None:
         self.sandbox.close()
@@ -209,7 +218,7 @@ def serve_stdio(session: SandboxSession, log_file) -> dict[str, Any]:
         try:
             yield session
         finally:
-            await close_endpoints()
+            session.user.close()
 
     server = mcp_server(lifespan=holding)
 

@@ -4,21 +4,55 @@ attempt) keys over streamable HTTP (gateway.py)."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import click
 from click.core import ParameterSource
 
-from endstate.core.cli import common_options, env_domain_dirs, parse_prices
-from endstate.core.domain import Domains
+from endstate.core.cli.command import common_options, parse_prices
+from endstate.core.cli.options import FiniteFloatRange, bundled
+from endstate.core.console.progress import Progress, note
+from endstate.core.episode.config import RunConfig, UserMaker, price_of
+from endstate.core.episode.plan import TaskFilter, parse_shard, plan, runnable_tasks, shard_of
+from endstate.core.episode.runtime import EPISODE_COUNTS
 from endstate.core.errors import EndstateError
-from endstate.core.progress import Progress, note
-from endstate.core.records import SkipLog
-from endstate.core.runtime import EPISODE_COUNTS, RunConfig, price_of, user_maker
-from endstate.core.settings import FiniteFloatRange
-from endstate.core.tasks import TaskFilter, parse_shard, plan, runnable_tasks, shard_of
+from endstate.core.records.structs import Policy, Task
 
 TOKEN_ENV = "ENDSTATE_MCP_TOKEN"
 HTTP_ONLY = ("repeats", "resume", "shard", "session_timeout")
+
+
+@dataclass
+class UserSide:
+    """The simulated user behind send-message-to-user (rollout's --user flags, same meaning) and
+    the agent recorded as policy.model."""
+
+    model: str
+    user_kind: str
+    user_urls: tuple[str, ...]
+    user_model: str | None
+    api_key: str
+    timeout: float
+    retries: int
+    prices: dict[str, tuple[float, float]]
+
+    def run_config(self) -> RunConfig:
+        urls = [u for v in self.user_urls for u in re.split(r"[,\s]+", v) if u]  # as rollout's --user-url
+        return RunConfig(model=self.model, user=self.user_kind, user_urls=urls,
+                         user_model=self.user_model, api_key=self.api_key, timeout=self.timeout,
+                         retries=self.retries, prices=self.prices)
+
+
+@dataclass
+class GatewaySettings:
+    """--http and the flags only the gateway takes (HTTP_ONLY)."""
+
+    address: str | None
+    repeats: int
+    resume: bool
+    shard: str | None
+    token: str | None
+    session_timeout: float
 
 
 def _user_options(fn):
@@ -78,9 +112,10 @@ def _not_stdout(ctx, param, path: str) -> str:
               help="The agent under evaluation, recorded as the episodes' policy.model.")
 @_user_options
 @common_options(domains=True, skip_invalid=True, quiet=True)
-def serve_mcp(task_files, out_file, address, repeats, resume, shard, token, session_timeout,
-              attempt, task_ids, task_tags, model, user_kind, user_urls, user_model, api_key,
-              timeout, retries, prices, domain_dirs, skip_invalid, quiet):
+@bundled("user_side", UserSide)
+@bundled("http", GatewaySettings)
+def serve_mcp(task_files, out_file, http: GatewaySettings, attempt, task_ids, task_tags,
+              user_side: UserSide, domains, skip, quiet):
     """Serve fresh sandboxes of tasks to MCP clients: the task's tools with their JSON schemas,
     and `send-message-to-user`, the channel to the task's simulated user. Each session's episode
     (transcript and database diff) is appended to --out, ready for `grade`.
@@ -97,21 +132,13 @@ def serve_mcp(task_files, out_file, address, repeats, resume, shard, token, sess
           -n 4 --out gateway.jsonl          # then point the agent at http://127.0.0.1:8765/mcp
       grade gateway.jsonl | evalstats --expect-tasks tasks/bench/retail.jsonl --expect-repeats 4
     """
-    _check_mode(address)
-    urls = [u for v in user_urls for u in re.split(r"[,\s]+", v) if u]  # as rollout's --user-url
-    new_session = _session_maker(RunConfig(
-        model=model, user=user_kind, user_urls=urls, user_model=user_model, api_key=api_key,
-        timeout=timeout, retries=retries, prices=prices))
-    domains = Domains([*domain_dirs, *env_domain_dirs()])
-    skip = SkipLog() if skip_invalid else None
-    select = TaskFilter(ids=task_ids, tags=task_tags)
-    tasks = runnable_tasks(task_files, domains, skip, select=select)
-    if skip:
-        skip.report()
-    if address:
-        _serve_gateway(tasks, domains, new_session, address=address, out_file=out_file,
-                       repeats=repeats, resume=resume, shard=parse_shard(shard), token=token,
-                       session_timeout=session_timeout, quiet=quiet)
+    _check_mode(http.address)
+    new_session = SessionMaker(user_side.run_config())
+    tasks = runnable_tasks(task_files, domains, skip, select=TaskFilter(ids=task_ids, tags=task_tags))
+    if http.address:
+        _serve_gateway(tasks, domains, new_session, address=http.address, out_file=out_file,
+                       repeats=http.repeats, resume=http.resume, shard=parse_shard(http.shard),
+                       token=http.token, session_timeout=http.session_timeout, quiet=quiet)
     else:
         _serve_one(tasks, domains, new_session, out_file, attempt)
 
@@ -125,16 +152,24 @@ def _check_mode(address: str | None) -> None:
         raise click.UsageError(f"{', '.join(given)} only {'without' if address else 'with'} --http")
 
 
-def _session_maker(cfg: RunConfig):
-    """(domain, task, attempt) -> a fresh SandboxSession with the task's simulated user."""
-    from endstate.rollout.mcp_server import SandboxSession
+class SessionMaker:
+    """(domain, task, attempt) -> a fresh SandboxSession with the task's simulated user; `close`
+    closes the connections of the run's LLM users."""
 
-    if cfg.user == "llm" and not (cfg.user_urls and cfg.user_model):
-        raise click.UsageError("--user llm needs --user-url and --user-model")
-    make_user, price = user_maker(cfg), price_of(cfg)
-    policy = {"model": cfg.model, "backend": "mcp"}
-    return lambda domain, task, attempt: SandboxSession(domain, task, attempt, make_user(task),
-                                                        price, policy)
+    def __init__(self, cfg: RunConfig):
+        if cfg.user == "llm" and not (cfg.user_urls and cfg.user_model):
+            raise click.UsageError("--user llm needs --user-url and --user-model")
+        self.make_user, self.price = UserMaker(cfg), price_of(cfg)
+        self.policy = Policy(model=cfg.model, backend="mcp")
+
+    def __call__(self, domain, record: dict, attempt: int):
+        from endstate.rollout.mcp_server import SandboxSession
+
+        task = Task.of(record)
+        return SandboxSession(domain, task, attempt, self.make_user(task), self.price, self.policy)
+
+    def close(self) -> None:
+        self.make_user.close()
 
 
 def _serve_one(tasks, domains, new_session, out_file, attempt) -> None:

@@ -1,0 +1,106 @@
+"""Agent backends. Each gives an episode a session with two moves: `act()` (one model call,
+interpreted) and `observe(messages)` (tool results or a user reply).
+
+- chat:        OpenAI-compatible chat completions with native tools (hosted models, vLLM + parser).
+- completions: token-in/token-out against an OpenAI-compatible completions endpoint: endstate
+               renders the prompt with the chat template and parses the raw text itself.
+- local:       in-process transformers generation, batched across episodes (see local_model).
+
+The backends: agent.chat (chat) and agent.tokens (local, completions); the wire to endpoints,
+its retries and its contract checks: core.wire.endpoints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import msgspec
+import orjson
+
+from endstate.core.agent.interpret import (
+    Parsed,
+    render_call,
+)
+from endstate.core.env.domain import Domain
+from endstate.core.records.episode import call_id
+from endstate.core.records.structs import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+
+
+@dataclass
+class Turn:
+    """One model call, interpreted."""
+
+    parsed: Parsed
+    raw: str | None  # the raw completion text (token-level backends, or chat content)
+    usage: Usage
+    trace_turn: dict[str, Any] | None = None  # prompt/completion ids and logprobs
+
+    def message(self, turn: int) -> AssistantMessage:
+        """Its transcript message: what the interpreter read, the raw completion (for `rollout
+        parity`) and the tool calls, numbered call_<turn>_<i>."""
+        p = self.parsed
+        calls = [msgspec.structs.replace(c, id=call_id(turn, i)) for i, c in enumerate(p.tool_calls)]
+        return AssistantMessage(p.content or None, p.reasoning or None, self.raw,
+                                p.parse_error or None, calls)
+
+
+def parameters(tool_specs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {s["function"]["name"]: s["function"]["parameters"] for s in tool_specs}
+
+
+@dataclass
+class FewShot:
+    """Example turns shown before the real conversation: a user asks, the assistant calls a tool,
+    the tool answers, the assistant replies. They are part of the prompt, never of the transcript."""
+
+    user: str
+    tool: str
+    arguments: dict[str, Any]
+    result: Any
+    reply: str
+
+    def messages(self, i: int) -> list[Message]:
+        example_id = f"example_{i}"
+        return [
+            UserMessage(self.user),
+            AssistantMessage(render_call(self.tool, self.arguments),
+                             tool_calls=[ToolCall.of(self.tool, self.arguments, example_id)]),
+            ToolMessage(example_id, self.tool, orjson.dumps(self.result).decode()),
+            AssistantMessage(self.reply),
+        ]
+
+
+def few_shot_of(domain: Domain) -> list[FewShot]:
+    """The domain's example turns (`EXAMPLES` in its tools.py), if it has any."""
+    return [FewShot(**e) for e in getattr(domain.tools_module, "EXAMPLES", [])]
+
+
+# -- backends: what an episode opens a session on -------------------------------------------------
+
+class AgentSession(Protocol):
+    """One episode's conversation with the agent. The episode owns the transcript; `begin` shows
+    the session its start ([system, opening]), `observe` what the transcript gained since the
+    session's last turn (tool results, or the user's reply), `act` is one model call."""
+
+    system: str  # the system prompt the session renders (policy, tools, few-shot framing)
+
+    def begin(self, transcript: list[Message]) -> None: ...
+    async def act(self) -> Turn: ...
+    def observe(self, new: list[Message]) -> None: ...
+
+
+class AgentBackend(Protocol):
+    """What rollout, probe and grpo run episodes on (episode.backends builds one by name)."""
+
+    def open(self, domain: Domain, tool_specs: list[dict[str, Any]]) -> AgentSession: ...
+    def close(self) -> None: ...  # its connections, at the end of a run
+
+

@@ -1,0 +1,117 @@
+"""The chat backend: OpenAI-compatible chat completions with native tools (hosted models, vLLM
+with a tool parser). The endpoint renders the prompt and parses the calls; endstate reads what it
+returns, and re-reads the text itself when the server has no tool parser."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import orjson
+
+from endstate.core.agent.backends import FewShot, Turn, few_shot_of, parameters
+from endstate.core.agent.interpret import Parsed, parse, typed_call
+from endstate.core.agent.sampling import Sampling
+from endstate.core.env.domain import Domain
+from endstate.core.records.structs import AssistantMessage, Message, ToolCall
+from endstate.core.wire.endpoints import Endpoints, chat_message, shown, usage_of
+
+
+def native_calls(message: dict[str, Any], params: dict[str, dict[str, Any]]) -> tuple[list[ToolCall], list[str]]:
+    """The tool calls of a chat message, and a problem per call that cannot be read: the readable
+    ones are kept (a bad call beside them costs only itself). `arguments` is a JSON string as the
+    OpenAI API says, or an object (some servers send one)."""
+    calls, errors = [], []
+    for i, tc in enumerate(message.get("tool_calls") or []):
+        function = tc.get("function") if isinstance(tc, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            errors.append(f"tool call {i} names no function: {shown(tc)}")
+            continue
+        arguments = function.get("arguments")
+        try:
+            if isinstance(arguments, str):
+                args = orjson.loads(arguments) if arguments.strip() else {}
+            else:
+                args = {} if arguments is None else arguments
+            if not isinstance(args, dict):
+                raise ValueError(f"arguments are {shown(args)}, not a JSON object")
+            calls.append(typed_call(name, args, params.get(name)))
+        except (ValueError, TypeError, RecursionError) as e:  # orjson's errors are these
+            errors.append(f"unreadable arguments for {name}: {type(e).__name__}: {e}"[:300])
+    return calls, errors
+
+
+def endpoint_view(message: Message) -> dict[str, Any]:
+    """A transcript message as the chat endpoint is shown it: the agent's turns as it sent them
+    (its raw text, and the calls as endstate read them, under the transcript's ids), the rest as
+    recorded, without endstate's own fields."""
+    if isinstance(message, AssistantMessage):
+        view: dict[str, Any] = {"role": "assistant", "content": message.raw or message.content or None}
+        if message.tool_calls:
+            view["tool_calls"] = msgspec.to_builtins(message.tool_calls)
+        return view
+    return msgspec.to_builtins(message)
+
+
+@dataclass
+class ChatSession:
+    """Stateless on the wire: every call sends the conversation so far, rendered from the
+    episode's transcript, with the few-shot turns after the system prompt (tools are native)."""
+
+    endpoints: Endpoints
+    model: str
+    sampling: Sampling
+    seed: int | None
+    tool_specs: list[dict[str, Any]]
+    system: str
+    examples: list[FewShot]
+    transcript: list[Message] = field(default_factory=list)
+    shots: list[dict[str, Any]] = field(default_factory=list)
+
+    def begin(self, transcript: list[Message]) -> None:
+        self.transcript = transcript
+        self.shots = [endpoint_view(m) for i, e in enumerate(self.examples) for m in e.messages(i)]
+        for shot in self.shots:  # the example's call is in tool_calls; its text would repeat it
+            if "tool_calls" in shot:
+                del shot["content"]
+
+    async def act(self) -> Turn:
+        messages = [endpoint_view(self.transcript[0]), *self.shots,
+                    *map(endpoint_view, self.transcript[1:])]
+        response = await self.endpoints.post("/chat/completions", {
+            "model": self.model, "messages": messages, "tools": self.tool_specs or None,
+            **self.sampling.request_fields(), "seed": self.seed})
+        message = chat_message(response)
+        params = parameters(self.tool_specs)
+        calls, errors = native_calls(message, params)
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        reasoning = reasoning if isinstance(reasoning, str) else None
+        content = message.get("content") or ""
+        if not calls and not errors:  # a server without a tool parser leaves the calls in the text
+            parsed = parse(content, params)
+            if reasoning and not parsed.reasoning:
+                parsed.reasoning = reasoning
+        else:
+            parsed = Parsed(parse(content).content, reasoning, calls, "; ".join(errors) or None)
+        return Turn(parsed, content, usage_of(response))
+
+    def observe(self, new: list[Message]) -> None:
+        """Nothing to keep: the next request is rendered from the transcript itself."""
+
+
+@dataclass
+class ChatBackend:
+    endpoints: Endpoints
+    model: str
+    sampling: Sampling
+    seed: int | None = 0
+    few_shot: bool = True
+
+    def close(self) -> None:
+        self.endpoints.close()
+
+    def open(self, domain: Domain, tool_specs: list[dict[str, Any]]) -> ChatSession:
+        return ChatSession(self.endpoints, self.model, self.sampling, self.seed, tool_specs,
+                           domain.policy, few_shot_of(domain) if self.few_shot else [])

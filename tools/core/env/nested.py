@@ -1,0 +1,287 @@
+"""A nested JSON document as SQLite tables, and back. A domain seeds from a data file this way:
+`grade import tau2` infers the mapping (endstate.grade.authoring.nested_tables) and stores it as JSON beside
+the data; the domain's seed.py applies it with `insert_document`. See docs/domains.md.
+
+The mapping:
+
+- the document's top-level fields that hold an object of objects (a collection keyed by id) or an
+  array become tables named after the field; such a container nested in a row becomes a child
+  table `<table>__<field>`, keyed by its parent row's key columns plus the object key (column
+  `id`, or the item field that always equals it, such as `user_id`) or the array position
+  (`position`, from 0); a child names a parent key column as the parent does (`user_id`), or as
+  `<parent field>_<column>` when the parent's key is made up (`bikes_position`);
+- an object of scalars (a record, `name: {first, last}`) is flattened into the columns
+  `name__first` and `name__last` of the row that holds it;
+- scalars are TEXT, INTEGER, REAL, or INTEGER 0/1 for booleans; a field whose shape varies (a list
+  here, null there) is one column of JSON text; an array of scalars is a child table with a `value`
+  column; the top-level scalars, if any, are the one row of table `document`;
+- a field that some rows lack is named in those rows' `_absent` column (a JSON array), so the
+  rebuilt document has exactly the input's fields: absent stays absent, null stays null.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import orjson
+
+from endstate.core.errors import EndstateError
+
+FORMAT = 1
+ROOT = "document"
+ABSENT = "_absent"
+INT64 = (-(2**63), 2**63 - 1)
+
+Path = tuple[str, ...]
+
+
+class MappingError(EndstateError):
+    """A document that does not fit its mapping (or cannot be mapped): the message names where."""
+
+
+@dataclass
+class Leaf:
+    name: str  # the column: the path inside the row joined by "__"
+    path: list[str]  # [] for the value of an array of scalars
+    type: str  # text | integer | real | bool | json
+
+
+@dataclass
+class Child:
+    name: str  # the field's name in the row: its path joined by "__"
+    path: list[str]
+    table: str
+
+
+@dataclass
+class TableMap:
+    name: str
+    source: str  # where its rows are in the document, e.g. /users/*/payment_methods/*
+    container: str  # root | object | array
+    inherited: list[list[str]]  # [this table's column, the parent's key column]
+    key: str  # the row's own key column: the object key or the array position
+    key_is_field: bool  # the key column is also an item field (user_id == its object key)
+    leaves: list[Leaf] = field(default_factory=list)
+    children: list[Child] = field(default_factory=list)
+    absent: bool = False  # rows may lack fields: an `_absent` column lists them
+
+    @property
+    def stored(self) -> bool:
+        return self.container != "root" or bool(self.leaves)
+
+    @property
+    def key_columns(self) -> list[str]:
+        return [c for c, _ in self.inherited] + [self.key]
+
+    @property
+    def columns(self) -> list[str]:
+        own = [] if self.key_is_field else [self.key]
+        return ([c for c, _ in self.inherited] + own + [leaf.name for leaf in self.leaves]
+                + ([ABSENT] if self.absent else []))
+
+
+@dataclass
+class Mapping:
+    tables: list[TableMap]  # the root first, then each table before its children
+
+    def __post_init__(self):
+        self.by_name = {t.name: t for t in self.tables}
+        self.parent = {c.table: t for t in self.tables for c in t.children}
+
+    def to_json(self) -> bytes:
+        return orjson.dumps({"format": FORMAT, "tables": [asdict(t) for t in self.tables]},
+                            option=orjson.OPT_INDENT_2)
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> Mapping:
+        raw = orjson.loads(data)
+        if raw.get("format") != FORMAT:
+            raise MappingError(f"mapping format {raw.get('format')!r}; this endstate reads "
+                               f"format {FORMAT}")
+        return cls([TableMap(**{**t, "leaves": [Leaf(**x) for x in t["leaves"]],
+                                "children": [Child(**x) for x in t["children"]]})
+                    for t in raw["tables"]])
+
+
+def get_path(item: Any, path: list[str] | Path) -> tuple[Any, bool]:
+    """(the value at `path` inside `item`, whether it is there)."""
+    for step in path:
+        if not isinstance(item, dict) or step not in item:
+            return None, False
+        item = item[step]
+    return item, True
+
+
+def items_of(container: Any, kind: str) -> list[tuple[Any, Any]]:
+    """(key, item) pairs of an object, (position, item) pairs of an array."""
+    return list(container.items()) if kind == "object" else list(enumerate(container))
+
+
+# -- document -> rows ----------------------------------------------------------------------------
+
+_TYPE_OK = {"text": lambda v: isinstance(v, str), "integer": lambda v: type(v) is int,
+            "real": lambda v: type(v) in (int, float), "bool": lambda v: type(v) is bool,
+            "json": lambda v: True}
+
+
+def document_rows(document: Any, mapping: Mapping) -> dict[str, list[tuple]]:
+    """The rows of every stored table, in document order; MappingError names a path that does not
+    fit the mapping (a new field, a value of another type)."""
+    rows: dict[str, list[tuple]] = {t.name: [] for t in mapping.tables if t.stored}
+    if not isinstance(document, dict):
+        raise MappingError(f"/: expected a JSON object, got {type(document).__name__}")
+    _emit(mapping, mapping.tables[0], (), 0, document, "", rows)
+    return rows
+
+
+def _emit(mapping: Mapping, t: TableMap, inherited: tuple, key: Any, item: Any, where: str,
+          rows: dict[str, list[tuple]]) -> None:
+    values, absent = [], []
+    _check_known(t, item, where)
+    for leaf in t.leaves:
+        v, present = get_path(item, leaf.path)
+        at = "/".join([where, *leaf.path])
+        if not present:
+            absent.append(leaf.name)
+        elif v is not None and not _TYPE_OK[leaf.type](v):
+            raise MappingError(f"{at}: expected {leaf.type}, got {type(v).__name__} {v!r:.40}; "
+                               f"the mapping stores {t.name}.{leaf.name} as {leaf.type}")
+        elif not _storable(v):
+            raise MappingError(f"{at}: {v!r:.40}: SQLite stores 64-bit integers and finite numbers "
+                               "only; write it as a string")
+        values.append(None if v is None else orjson.dumps(v).decode() if leaf.type == "json"
+                      else int(v) if leaf.type == "bool" else v)
+    own = values[[leaf.name for leaf in t.leaves].index(t.key)] if t.key_is_field else key
+    keys = () if t.container == "root" else (*inherited, own)
+    for child in t.children:
+        container, present = get_path(item, child.path)
+        if not present:
+            absent.append(child.name)
+            continue
+        ct = mapping.by_name[child.table]
+        wanted = dict if ct.container == "object" else list
+        if not isinstance(container, wanted):
+            raise MappingError(f"{where}/{'/'.join(child.path)}: expected a JSON "
+                               f"{'object' if wanted is dict else 'array'} (table {ct.name}), got "
+                               f"{type(container).__name__}")
+        for k, sub in items_of(container, ct.container):
+            _emit(mapping, ct, keys, k, sub, f"{where}/{'/'.join(child.path)}/{k}", rows)
+    if absent and not t.absent:
+        raise MappingError(f"{where or '/'}: lacks {', '.join(absent)}; table {t.name} has no "
+                           f"{ABSENT} column to record that: re-infer the mapping")
+    if t.stored:
+        absent_column = [orjson.dumps(absent).decode() if absent else None] if t.absent else []
+        rows[t.name].append((*inherited, *([] if t.key_is_field else [key]), *values,
+                             *absent_column))
+
+
+def _storable(v: Any) -> bool:
+    """Whether SQLite (and orjson, for JSON text) hold `v` exactly, at any depth: integers of 64
+    bits, finite numbers."""
+    if type(v) is int:
+        return INT64[0] <= v <= INT64[1]
+    if type(v) is float:
+        return math.isfinite(v)
+    if isinstance(v, (dict, list)):
+        return all(map(_storable, v.values() if isinstance(v, dict) else v))
+    return True
+
+
+def _check_known(t: TableMap, item: Any, where: str) -> None:
+    if t.leaves and not t.leaves[0].path:  # an array of scalars: the item is the value
+        if isinstance(item, (dict, list)):
+            raise MappingError(f"{where}: expected a scalar ({t.name}.value), got "
+                               f"{type(item).__name__}")
+        return
+    if not isinstance(item, dict):
+        raise MappingError(f"{where}: expected a JSON object (a row of {t.name}), got "
+                           f"{type(item).__name__}")
+    known = {tuple(e.path[:i]) for e in [*t.leaves, *t.children] for i in range(1, len(e.path) + 1)}
+    records = {tuple(e.path[:i]) for e in [*t.leaves, *t.children] for i in range(1, len(e.path))}
+    stack: list[tuple[Path, dict]] = [((), item)]
+    while stack:
+        prefix, obj = stack.pop()
+        for k, v in obj.items():
+            path = (*prefix, k)
+            if path not in known:
+                raise MappingError(f"{where}/{'/'.join(path)}: a field the mapping does not know; "
+                                   f"add a column to {t.name} in schema.sql and mapping.json, or "
+                                   "re-run the import")
+            if path in records:
+                if not isinstance(v, dict):
+                    raise MappingError(f"{where}/{'/'.join(path)}: expected a JSON object "
+                                       f"(flattened into {t.name}), got {type(v).__name__}")
+                stack.append((path, v))
+
+
+def insert_document(conn: sqlite3.Connection, document: Any, mapping: Mapping,
+                    source: str = "the document") -> None:
+    """Seed helper: insert the rows of `document` into the mapping's tables (schema.sql); an error
+    names `source` and the path inside it."""
+    try:
+        rows = document_rows(document, mapping)
+    except MappingError as e:
+        raise MappingError(f"{source}: {e.message}") from None
+    for t in mapping.tables:
+        if t.stored:
+            conn.executemany(f'INSERT INTO "{t.name}" ({_quoted(t.columns)}) VALUES '
+                             f'({", ".join("?" * len(t.columns))})', rows[t.name])
+
+
+# -- rows -> document ----------------------------------------------------------------------------
+
+_FROM_SQL = {"bool": bool, "json": orjson.loads, "real": float, "integer": int, "text": str}
+
+
+def rebuild_document(conn: sqlite3.Connection, mapping: Mapping) -> dict[str, Any]:
+    """The document the tables hold now: the inverse of `document_rows` (a seed gives back its
+    input; after an episode, the input with the episode's changes)."""
+    groups: dict[str, dict[tuple, list[dict[str, Any]]]] = {}
+    for t in mapping.tables[1:]:
+        order = ", ".join(f'"{c}"' for c in t.key_columns[:-1])
+        order += (", " if order else "") + ("rowid" if t.container == "object" else f'"{t.key}"')
+        cur = conn.execute(f'SELECT {_quoted(t.columns)} FROM "{t.name}" ORDER BY {order}')
+        group = groups[t.name] = {}
+        for row in cur:
+            record = dict(zip(t.columns, row))
+            group.setdefault(tuple(record[c] for c, _ in t.inherited), []).append(record)
+    root = mapping.tables[0]
+    row = {}
+    if root.stored:
+        row = dict(zip(root.columns, conn.execute(f'SELECT {_quoted(root.columns)} FROM "{ROOT}"')
+                       .fetchone()))
+    return _build(mapping, root, row, groups)
+
+
+def _quoted(columns: list[str]) -> str:
+    return ", ".join(f'"{c}"' for c in columns)
+
+
+def _build(mapping: Mapping, t: TableMap, row: dict[str, Any], groups) -> Any:
+    if t.leaves and not t.leaves[0].path:
+        v = row["value"]
+        return None if v is None else _FROM_SQL[t.leaves[0].type](v)
+    absent = set(orjson.loads(row[ABSENT])) if t.absent and row.get(ABSENT) else set()
+    item: dict[str, Any] = {}
+    for leaf in t.leaves:
+        if leaf.name not in absent:
+            v = row[leaf.name]
+            _put(item, leaf.path, None if v is None else _FROM_SQL[leaf.type](v))
+    keys = () if t.container == "root" else tuple(row[c] for c in t.key_columns)
+    for child in t.children:
+        if child.name in absent:
+            continue
+        ct = mapping.by_name[child.table]
+        rows = groups[ct.name].get(keys, [])
+        built = [(r[ct.key], _build(mapping, ct, r, groups)) for r in rows]
+        _put(item, child.path, dict(built) if ct.container == "object" else [v for _, v in built])
+    return item
+
+
+def _put(item: dict[str, Any], path: list[str], value: Any) -> None:
+    for step in path[:-1]:
+        item = item.setdefault(step, {})
+    item[path[-1]] = value

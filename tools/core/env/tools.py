@@ -1,0 +1,205 @@
+"""Domain tools: typed Python functions whose signature and docstring are the tool's JSON schema.
+
+    @tool(writes=True)
+    def cancel_order(db: Db, order_id: str, reason: Literal["no_longer_needed", "mistake"]) -> dict:
+        '''Cancel a pending order.
+
+        Args:
+            order_id: The order id, such as "W1042".
+            reason: Why the customer cancels.
+        '''
+
+The first parameter is the episode's database handle (`Db`); the others are the tool's arguments.
+Nested arguments are TypedDicts or dataclasses (core.tool_schema turns hints into JSON Schema and
+builds the dataclass instances); `@tool(schema={...})` gives a raw schema instead. Arguments are
+validated against the full schema before the call. A tool raises ToolError for anything the agent
+should be told ("order W1 is already shipped").
+
+What the built-in domains share lives here too: `db.get` (a row by id, or the one "not found"
+error), `customer_finder` (their find_customer tool) and, for seed.py, `insert_rows`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sqlite3
+import typing
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from endstate.core.env.tool_schema import (
+    check_parameters_schema,
+    docstring_parts,
+    holds_dataclass,
+    json_schema_of,
+    to_python,
+    with_default,
+)
+
+
+class ToolError(Exception):
+    """Raised by a tool to tell the agent why its call did not work."""
+
+
+class Db:
+    """The only handle a tool gets: parameterized SQL on its own episode's database."""
+
+    def __init__(self, conn: sqlite3.Connection, now: str):
+        self._conn = conn
+        self.now = now  # the domain's fixed clock, so replays are deterministic
+
+    def all(self, sql: str, *params: Any) -> list[dict[str, Any]]:
+        cur = self._conn.execute(sql, params)
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, row)) for row in cur]
+
+    def one(self, sql: str, *params: Any) -> dict[str, Any] | None:
+        cur = self._conn.execute(sql, params)
+        row = cur.fetchone()
+        return None if row is None else dict(zip([d[0] for d in cur.description], row))
+
+    def value(self, sql: str, *params: Any) -> Any:
+        row = self._conn.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    def get(self, table: str, key: Any, what: str) -> dict[str, Any]:
+        """The row of `table` whose `id` is `key`. A missing row raises ToolError "{what} {key} not
+        found" (`what`: "order", "carrier exception"), the same wording in every domain."""
+        row = self.one(f'SELECT * FROM "{table}" WHERE id = ?', key)
+        if row is None:
+            raise ToolError(f"{what} {key} not found")
+        return row
+
+    def run(self, sql: str, *params: Any) -> int:
+        """Execute a write; returns the number of rows changed."""
+        return self._conn.execute(sql, params).rowcount
+
+    def next_id(self, table: str, prefix: str, width: int) -> str:
+        """The next sequential id of `table` (`RT00042` for prefix RT, width 5), so replays of the
+        same calls produce the same rows. Ids have a fixed width, so the largest in text order (a
+        primary-key index lookup) has the largest number."""
+        last = self.value(f'SELECT id FROM "{table}" WHERE id LIKE ? ORDER BY id DESC LIMIT 1',
+                          prefix + "%")
+        return f"{prefix}{int(last[len(prefix):]) + 1 if last else 1:0{width}d}"
+
+
+@dataclass
+class Tool:
+    name: str
+    fn: Callable[..., Any]
+    writes: bool
+    schema: dict[str, Any]  # OpenAI function-tool spec: {"type": "function", "function": {...}}
+    _validator: Draft202012Validator
+    _typed: dict[str, Any] = field(default_factory=dict)  # parameter -> hint holding a dataclass
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return self.schema["function"]["parameters"]
+
+    def argument_problem(self, args: Any) -> str | None:
+        if self._validator.is_valid(args):
+            return None
+        error = best_match(self._validator.iter_errors(args))
+        where = ".".join(str(p) for p in error.absolute_path)
+        return f"{where + ': ' if where else ''}{error.message}"
+
+    def invoke(self, db: Db, args: dict[str, Any]) -> Any:
+        """Call the tool with arguments `argument_problem` passed: a dataclass parameter receives
+        an instance (a list of them, a list of instances), everything else the JSON as read."""
+        return self.fn(db, **{k: to_python(v, self._typed[k]) if k in self._typed else v
+                              for k, v in args.items()})
+
+
+def make_tool(fn: Callable[..., Any], writes: bool, schema: dict[str, Any] | None = None) -> Tool:
+    """The Tool of a function: its parameters schema from the type hints and the docstring's
+    `Args:`, or `schema` as given (a raw JSON Schema for the arguments object)."""
+    description, arg_docs = docstring_parts(fn.__doc__)
+    if not description:
+        raise TypeError(f"tool {fn.__name__} needs a docstring: it is the agent's description")
+    params = list(inspect.signature(fn).parameters.values())[1:]  # first is the Db handle
+    if schema is not None:
+        check_parameters_schema(fn.__name__, schema, params)
+        parameters, typed = schema, {}
+    else:
+        parameters, typed = _parameters_from_hints(fn, params, arg_docs)
+    spec = {"type": "function",
+            "function": {"name": fn.__name__, "description": description, "parameters": parameters}}
+    return Tool(fn.__name__, fn, writes, spec, Draft202012Validator(parameters), typed)
+
+
+def _parameters_from_hints(fn: Callable[..., Any], params: list[inspect.Parameter],
+                           arg_docs: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(parameters schema, {parameter: hint} of those that arrive as dataclasses)."""
+    hints = typing.get_type_hints(fn)
+    properties, required = {}, []
+    for p in params:
+        if p.name not in hints:
+            raise TypeError(f"tool {fn.__name__}: argument {p.name!r} needs a type hint")
+        try:
+            prop = json_schema_of(hints[p.name])
+        except TypeError as e:
+            raise TypeError(f"tool {fn.__name__}: argument {p.name!r}: {e}") from None
+        if p.name in arg_docs:
+            prop["description"] = arg_docs[p.name]
+        if p.default is inspect.Parameter.empty:
+            required.append(p.name)
+        properties[p.name] = with_default(prop, p.default)
+    parameters = {"type": "object", "properties": properties, "required": required,
+                  "additionalProperties": False}
+    return parameters, {p.name: hints[p.name] for p in params if holds_dataclass(hints[p.name])}
+
+
+def tool(fn: Callable[..., Any] | None = None, *, writes: bool = False,
+         schema: dict[str, Any] | None = None):
+    """Mark a domain function as a tool; `writes=True` for tools that change the database.
+    `schema=` replaces the schema read from the type hints with a raw JSON Schema (Draft 2020-12)
+    of the arguments object; its arguments then reach the function as JSON (dicts and lists)."""
+
+    def mark(f: Callable[..., Any]) -> Callable[..., Any]:
+        f.__endstate_tool__ = make_tool(f, writes, schema)
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+def insert_rows(conn: sqlite3.Connection, **rows: Iterable[Sequence[Any]]) -> None:
+    """Seed helper: `insert_rows(db, orders=orders, refunds=refunds)` inserts each table's rows, in
+    the order given, as whole rows (one value per column, as `INSERT INTO t VALUES (?, ...)`)."""
+    for table, values in rows.items():
+        width = len(conn.execute(f'SELECT * FROM "{table}" LIMIT 0').description)
+        conn.executemany(f'INSERT INTO "{table}" VALUES ({", ".join("?" * width)})', values)
+
+
+def customer_finder(example_name: str) -> Callable[..., dict]:
+    """The find_customer tool of a domain whose `customers` table has email, name and zip columns;
+    its description shows `example_name` as the sample full name. Shared so that every domain
+    identifies customers by the same rules and with the same error messages."""
+
+    def find_customer(db: Db, email: str | None = None, name: str | None = None,
+                      zip: str | None = None) -> dict:
+        """Find a customer's id by email, or by full name and zip code.
+
+        Args:
+            email: The customer's email address.
+            name: The customer's full name, e.g. "{example_name}" (use together with zip).
+            zip: The customer's 5-digit zip code (use together with name).
+        """
+        if email:
+            found = db.all("SELECT id FROM customers WHERE email = ?", email.strip().lower())
+        elif name and zip:
+            found = db.all("SELECT id FROM customers WHERE name = ? AND zip = ?", name.strip(),
+                           zip.strip())
+        else:
+            raise ToolError("give an email, or a name together with a zip code")
+        if not found:
+            raise ToolError("no customer matches")
+        if len(found) > 1:
+            raise ToolError(f"{len(found)} customers match; ask for the email address")
+        return {"customer_id": found[0]["id"]}
+
+    find_customer.__doc__ = find_customer.__doc__.format(example_name=example_name)
+    return tool(find_customer)

@@ -1,0 +1,135 @@
+"""How rollout and probe run episodes: RunConfig (the shared episode settings plus the backend,
+endpoints, simulated user and prices), and what it derives: the call timeout, the price of an
+episode's usage, the simulated user of a task."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import msgspec
+
+from endstate.core.agent import prompting
+from endstate.core.agent.local_model import EMBEDDED, resolve_model
+from endstate.core.agent.sampling import Sampling
+from endstate.core.episode.settings import EpisodeSettings
+from endstate.core.episode.users import LLMUser, ScriptedUser
+from endstate.core.errors import EndstateError
+from endstate.core.records.structs import Policy, Prompting, SamplingRecord, Task, Usage
+from endstate.core.wire.endpoints import Endpoints, RetryPolicy
+
+MIN_TIMEOUT_S = 60.0
+
+
+SLOWEST_TOKENS_PER_S = 4.0  # a served model under load, per request: 8,192 tokens in ~34 min
+
+
+def default_timeout(max_new_tokens: int) -> float:
+    """Seconds per model call when --timeout is not given: long enough for max_new_tokens at
+    SLOWEST_TOKENS_PER_S, and at least MIN_TIMEOUT_S (256 tokens: 64 s; 8,192 tokens: 2,048 s, past
+    the 1,800 s the reference evaluation gives a long reasoning answer)."""
+    return max(MIN_TIMEOUT_S, max_new_tokens / SLOWEST_TOKENS_PER_S)
+
+
+@dataclass
+class RunConfig(EpisodeSettings):
+    """How rollout and probe run episodes: the shared episode settings (core.settings), plus the
+    backend, endpoints, simulated user and prices."""
+
+    backend: str = "local"
+    model: str = EMBEDDED
+    tokenizer: str | None = None
+    agent_urls: list[str] = field(default_factory=list)
+    api_key: str = "EMPTY"
+    seed: int | None = 0  # None: no seed is sent to endpoints (local generation uses 0)
+    procs: int = 1  # processes running episodes, each its own event loop (endpoint backends)
+    timeout: float | None = None  # None: default_timeout(max_new_tokens)
+    retries: int = 4
+    user: str = "scripted"
+    user_urls: list[str] = field(default_factory=list)
+    user_model: str | None = None
+    prices: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # the prompting resolved already, by whoever runs several configs of one policy (grpo's steps,
+    # forked workers): resolved once, it warns about an overridden record once
+    resolved_prompting: Prompting | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # --stop and --extra-body, before any episode
+        if self.procs > 1 and self.backend == "local":
+            raise EndstateError("--procs needs an endpoint backend (chat or completions): the local "
+                                "backend batches all its episodes in one process")
+        if self.backend == "completions" and self.tokenizer is None and self.model != EMBEDDED:
+            raise EndstateError(
+                f"--backend completions --model {self.model} needs --tokenizer: a local folder with "
+                "the served model's tokenizer files (the folder the server was started with, or "
+                "the tokenizer*.json files of its hub repo); endstate renders and tokenizes the "
+                f"prompts itself. (--tokenizer {EMBEDDED} if the server runs the embedded SmolLM2.)")
+        if self.backend == "local" and self.extra_body:
+            raise EndstateError("--extra-body is merged into endpoint requests; the local backend "
+                                "sends none (use --backend chat or completions, or drop it)")
+        if self.timeout is None:
+            self.timeout = default_timeout(self.max_new_tokens)
+
+    @property
+    def sampling(self) -> Sampling:
+        return Sampling.of(self)
+
+    def policy(self) -> Policy:
+        return Policy(model=self.model, backend=self.backend, seed=self.seed,
+                      sampling=SamplingRecord(**self.sampling.recorded()),
+                      **msgspec.structs.asdict(self.prompting))
+
+    @functools.cached_property
+    def prompting(self) -> Prompting:
+        """few_shot, tool_prefill, tool_format and interpreter: the flags, else what the model
+        folder records (the local model's; a completions endpoint's --tokenizer folder), else the
+        generic defaults (core.prompting)."""
+        if self.resolved_prompting is not None:
+            return self.resolved_prompting
+        folder = (resolve_model(self.model) if self.backend == "local"
+                  else resolve_model(self.tokenizer) if self.backend == "completions" and self.tokenizer
+                  else None)
+        flags = {"few_shot": self.few_shot, "tool_prefill": self.tool_prefill,
+                 "tool_format": self.tool_format}
+        return prompting.resolve(flags, folder, f"model {self.model}")
+
+
+def price_of(cfg: RunConfig) -> Callable[[dict[str, Usage]], float | None]:
+    """Cost of an episode's usage from --price MODEL=IN,OUT (USD per million tokens)."""
+    agent_price = cfg.prices.get(cfg.model)
+    user_price = cfg.prices.get(cfg.user_model or "")
+
+    def price(usage: dict[str, Usage]) -> float | None:
+        total, known = 0.0, False
+        for role, p in (("agent", agent_price), ("user", user_price)):
+            if p and role in usage:
+                known = True
+                total += (usage[role].prompt_tokens * p[0] + usage[role].completion_tokens * p[1]) / 1e6
+        return round(total, 8) if known else None
+
+    return price
+
+
+@dataclass
+class UserMaker:
+    """task -> its simulated user. The LLM users of one run share one set of endpoints, which
+    `close` closes at the end of the run, on the event loop that used them."""
+
+    cfg: RunConfig
+    endpoints: Endpoints | None = None
+
+    def __post_init__(self) -> None:
+        if self.cfg.user == "llm":
+            cfg = self.cfg
+            self.endpoints = Endpoints(cfg.user_urls, cfg.api_key, cfg.timeout,
+                                       RetryPolicy(attempts=cfg.retries))
+
+    def __call__(self, task: Task) -> ScriptedUser | LLMUser:
+        if self.endpoints is None:
+            return ScriptedUser.for_task(task)
+        return LLMUser(self.endpoints, self.cfg.user_model, task.user.instruction, seed=self.cfg.seed)
+
+    def close(self) -> None:
+        if self.endpoints is not None:
+            self.endpoints.close()

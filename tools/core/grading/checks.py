@@ -1,0 +1,270 @@
+"""Check kinds: each reads the terminal state (read-only) and the transcript and says pass or fail
+with a detail a person can act on, e.g. `orders[W1042].status: expected 'cancelled', got 'pending'`.
+
+A check that cannot be evaluated (unknown table, broken SQL, missing python check) is a bug in the
+task, not in the agent: it raises TaskError instead of scoring 0.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from endstate.core.env.changes import Changes, key_text
+from endstate.core.env.domain import Domain, Table
+from endstate.core.errors import EndstateError
+from endstate.core.grading import match
+from endstate.core.grading.judge import Judge
+from endstate.core.registry import Registry
+
+
+class TaskError(EndstateError):
+    """A task whose checks cannot be evaluated as written."""
+
+
+@dataclass
+class Context:
+    domain: Domain
+    task: dict[str, Any]
+    conn: sqlite3.Connection  # the terminal state, read-only
+    changes: Changes
+    messages: list[dict[str, Any]]
+    gold_changes: Callable[[], Changes]  # replays the task's gold on demand (cached by the caller)
+    judge: Judge | None
+
+
+Outcome = tuple[bool, str]
+Check = Callable[[dict, Context], Outcome]
+# A check kind: a function of the check record and the terminal state that says pass or fail with
+# a detail; a module outside core adds one with @CHECK_KINDS.register("name").
+CHECK_KINDS: Registry[Check] = Registry("check kind")
+
+
+def _table(ctx: Context, name: str, columns: list[str] = ()) -> Table:
+    t = ctx.domain.tables.get(name)
+    if t is None:
+        raise TaskError(f"unknown table {name!r}; tables: {', '.join(ctx.domain.tables)}")
+    unknown = [c for c in columns if c not in t.columns]
+    if unknown:
+        raise TaskError(f"table {name} has no column(s) {unknown}; columns: {', '.join(t.columns)}")
+    return t
+
+
+def rows_where(ctx: Context, table: str, where: dict[str, Any] | None) -> list[dict[str, Any]]:
+    where = where or {}
+    t = _table(ctx, table, list(where))
+    literal = match.literal_filters(where)
+    sql = f'SELECT * FROM "{t.name}"'
+    if literal:
+        sql += " WHERE " + " AND ".join(f'"{c}" IS ?' for c in literal)
+    cur = ctx.conn.execute(sql, list(literal.values()))
+    rows = [dict(zip(t.columns, r)) for r in cur]
+    return [r for r in rows if all(match.matches(test, r[c]) for c, test in where.items())]
+
+
+def _name(t: Table, row: dict[str, Any]) -> str:
+    return f"{t.name}[{key_text({c: row[c] for c in t.key})}]"
+
+
+@CHECK_KINDS.register("row")
+def check_row(check: dict, ctx: Context) -> Outcome:
+    """Exactly one row matches `where`, and its columns meet `expect`; without `expect`, that the
+    row exists is the whole check."""
+    expect = check.get("expect") or {}
+    t = _table(ctx, check["table"], list(expect))
+    rows = rows_where(ctx, check["table"], check["where"])
+    if len(rows) != 1:
+        found = "no row" if not rows else f"{len(rows)} rows (make `where` identify one row)"
+        return False, f"{t.name} where {match.describe_where(check['where'])}: expected one row, found {found}"
+    row = rows[0]
+    wrong = [f"{_name(t, row)}.{c}: expected {match.describe(test)}, got {row[c]!r}"
+             for c, test in expect.items() if not match.matches(test, row[c])]
+    if wrong:
+        return False, "; ".join(wrong)
+    if not expect:
+        return True, f"{_name(t, row)} exists"
+    return True, f"{_name(t, row)}: " + ", ".join(f"{c}={row[c]!r}" for c in expect)
+
+
+@CHECK_KINDS.register("absent")
+def check_absent(check: dict, ctx: Context) -> Outcome:
+    t = _table(ctx, check["table"])
+    rows = rows_where(ctx, check["table"], check["where"])
+    what = f"{t.name} where {match.describe_where(check['where'])}"
+    if rows:
+        names = ", ".join(_name(t, r) for r in rows[:3]) + (" …" if len(rows) > 3 else "")
+        return False, f"{what}: expected no row, found {len(rows)}: {names}"
+    return True, f"{what}: no row"
+
+
+@CHECK_KINDS.register("count")
+def check_count(check: dict, ctx: Context) -> Outcome:
+    rows = rows_where(ctx, check["table"], check.get("where"))
+    what = check["table"] + (f" where {match.describe_where(check['where'])}" if check.get("where") else "")
+    ok = match.matches(check["expect"], len(rows))
+    return ok, f"{what}: expected {match.describe(check['expect'])} row(s), got {len(rows)}"
+
+
+@CHECK_KINDS.register("sql")
+def check_sql(check: dict, ctx: Context) -> Outcome:
+    try:
+        rows = [list(r) for r in ctx.conn.execute(check["query"], check.get("params", []))]
+    except sqlite3.DatabaseError as e:
+        raise TaskError(f"query failed: {e} (checks run read-only: SELECT only)") from None
+    expect = check["expect"]
+    if isinstance(expect, list):
+        return rows == expect, f"query returned {rows!r}, expected {expect!r}"
+    actual = rows[0][0] if rows else None
+    return match.matches(expect, actual), f"query returned {actual!r}, expected {match.describe(expect)}"
+
+
+# -- side effects -----------------------------------------------------------------------------
+
+def _ignored(check: dict) -> Callable[[str, str], bool]:
+    spec = set(check.get("ignore_columns", []))
+    return lambda table, col: col in spec or f"{table}.{col}" in spec
+
+
+def changed_rows(ctx: Context, changes: Changes, ignore: Callable[[str, str], bool]):
+    """(table, kind, key, full row, changed columns) for each change that is not only in ignored
+    columns. The full row is the current one (deleted rows: the one that was there)."""
+    for table, entry in changes.items():
+        t = _table(ctx, table)
+        for e in entry.get("inserted", []):
+            yield t, "inserted", e["key"], e["row"], {c: (None, v) for c, v in e["row"].items()}
+        for e in entry.get("deleted", []):
+            yield t, "deleted", e["key"], e["row"], {c: (v, None) for c, v in e["row"].items()}
+        for e in entry.get("updated", []):
+            cols = {c: (e["before"][c], v) for c, v in e["after"].items() if not ignore(table, c)}
+            if cols:
+                row = rows_where(ctx, table, {c: v for c, v in e["key"].items()})
+                yield t, "updated", e["key"], (row[0] if row else e["after"]), cols
+
+
+def _describe_change(t: Table, kind: str, key: dict, cols: dict) -> str:
+    name = f"{t.name}[{key_text(key)}] {kind}"
+    if kind == "updated":
+        return name + " (" + ", ".join(f"{c}: {b!r} → {a!r}" for c, (b, a) in cols.items()) + ")"
+    return name
+
+
+@CHECK_KINDS.register("only_changes")
+def check_only_changes(check: dict, ctx: Context) -> Outcome:
+    changes = list(changed_rows(ctx, ctx.changes, _ignored(check)))
+    claimed = [0] * len(changes)
+    problems = []
+    for allow in check["allow"]:
+        _table(ctx, allow["table"], list(allow.get("where", {})))
+        hits = [i for i, (t, _, _, row, _) in enumerate(changes) if t.name == allow["table"]
+                and all(match.matches(test, row.get(c)) for c, test in allow.get("where", {}).items())]
+        want = allow.get("count", 1)
+        if len(hits) != want:
+            where = f" where {match.describe_where(allow['where'])}" if allow.get("where") else ""
+            problems.append(f"expected {want} change(s) in {allow['table']}{where}, found {len(hits)}")
+        for i in hits:
+            claimed[i] += 1
+    extra = [_describe_change(t, kind, key, cols)
+             for (t, kind, key, _, cols), n in zip(changes, claimed) if n == 0]
+    problems += [f"unexpected change: {e}" for e in extra]
+    if problems:
+        return False, "; ".join(problems)
+    return True, f"{len(changes)} change(s), all expected"
+
+
+def _terminal(ctx: Context, changes: Changes, ignore) -> dict[tuple[str, str], Any]:
+    return {(t.name, key_text(key)): ("deleted" if kind == "deleted" else
+                                      {c: a for c, (_, a) in cols.items() if not ignore(t.name, c)})
+            for t, kind, key, _, cols in changed_rows(ctx, changes, ignore)}
+
+
+@CHECK_KINDS.register("gold_state")
+def check_gold_state(check: dict, ctx: Context) -> Outcome:
+    ignore = _ignored(check)
+    mine, gold = _terminal(ctx, ctx.changes, ignore), _terminal(ctx, ctx.gold_changes(), ignore)
+    diffs = []
+    for where in sorted(mine.keys() | gold.keys()):
+        a, b = mine.get(where, "unchanged"), gold.get(where, "unchanged")
+        if a != b:
+            diffs.append(f"{where[0]}[{where[1]}]: gold leaves {b!r}, episode leaves {a!r}")
+    if diffs:
+        more = f" (+{len(diffs) - 3} more)" if len(diffs) > 3 else ""
+        return False, "terminal state differs from gold: " + "; ".join(diffs[:3]) + more
+    return True, f"terminal state equals gold ({len(gold)} changed row(s))"
+
+
+# -- the transcript ---------------------------------------------------------------------------
+
+@CHECK_KINDS.register("said")
+def check_said(check: dict, ctx: Context) -> Outcome:
+    value = check["value"]
+    options = value["any_of"] if isinstance(value, dict) else [value]
+    text = match.visible_assistant_text(ctx.messages)
+    for v in options:
+        if match.said(v, text):
+            return True, f"the agent said {v!r}"
+    return False, "the agent never told the user " + " or ".join(map(repr, options))
+
+
+PYTHON_LINES = 20_000_000  # lines a python check may run (~3 s traced); a sound one runs thousands
+
+
+class _PastLineBudget(BaseException):
+    """Raised inside a python check past PYTHON_LINES: a BaseException, so its own `except
+    Exception` cannot swallow it (and it is raised again at every later line)."""
+
+
+@contextmanager
+def _line_budget(lines: int) -> Iterator[None]:
+    """Count the Python lines run in the block's calls: the python check's counterpart of the
+    SQLite step budget, deterministic where a time limit would grade differently under load."""
+    left = lines
+
+    def count(frame, event, arg):
+        nonlocal left
+        if event == "line":
+            left -= 1
+            if left < 0:
+                raise _PastLineBudget
+        return count
+
+    previous = sys.gettrace()  # a debugger's or coverage's tracer comes back afterwards
+    sys.settrace(count)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
+
+
+@CHECK_KINDS.register("python")
+def check_python(check: dict, ctx: Context) -> Outcome:
+    module = ctx.domain.checks_module
+    fn = getattr(module, check["name"], None) if module else None
+    if not callable(fn) or check["name"].startswith("_"):
+        raise TaskError(f"no python check function {check['name']!r} in {ctx.domain.path}/checks.py")
+    try:
+        with _line_budget(PYTHON_LINES):
+            result = fn(ctx.conn, ctx.messages, **check.get("params", {}))
+    except _PastLineBudget:
+        raise TaskError(f"{check['name']} ran past {PYTHON_LINES:,} Python lines (a loop that never "
+                        "ends?)") from None
+    except Exception as e:  # the task's or the domain's bug: name it, never score it
+        raise TaskError(f"{check['name']}(conn, messages, **{check.get('params', {})}) raised "
+                        f"{type(e).__name__}: {e}") from None
+    passed, detail = result if isinstance(result, tuple) and len(result) == 2 else (result, "")
+    if type(passed) is not bool or not isinstance(detail, str):  # "False", [0], None: never guess
+        raise TaskError(f"{check['name']} returned {result!r:.80}; a python check returns True, "
+                        "False or (bool, detail text)")
+    return passed, detail or f"{check['name']}: {'passed' if passed else 'failed'}"
+
+
+@CHECK_KINDS.register("judge")
+def check_judge(check: dict, ctx: Context) -> Outcome:
+    if ctx.judge is None:
+        raise TaskError("this task has a judge check: pass --judge-model and --judge-base-url "
+                        "(or set ENDSTATE_JUDGE_MODEL and ENDSTATE_JUDGE_BASE_URL)")
+    verdict = ctx.judge.ask(ctx.messages, check["question"])
+    return verdict, f"judge {ctx.judge.model} answered {'YES' if verdict else 'NO'}: {check['question']}"

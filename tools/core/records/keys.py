@@ -1,0 +1,135 @@
+"""One clean record per (task_id, attempt): duplicate keys in attempt files, for every reader.
+
+A key is a clean attempt (`status: ok`). System-error records never clash: `probe --resume`
+re-runs a system error under the same key, so "system error, then ok" is the normal history of
+a key. Two clean records of one key are a duplicate: an input error by default (both FILE:LINEs
+named), or resolved by `--duplicates first|last`.
+
+The default path costs one OR a record: a reader's tally keeps, per task, the bitmask of its
+clean attempt numbers below WIDE (the rarer wider ones in a list) beside its count of clean
+records; forked readers' masks are OR-ed where their counts merge. A task has a duplicate exactly
+when it has more clean records than distinct attempt numbers (`repeated_tasks`). Only then are
+the files read again, to name both lines.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from typing import Any
+
+import click
+
+from endstate.core.errors import InputError
+from endstate.core.records.jsonl import Loc, SkipLog, fold_jsonl, read_jsonl
+
+MODES = ("error", "first", "last")
+WIDE = 1 << 12  # attempt numbers from here on are tracked in a set, not in the bitmask
+
+
+def repeated_tasks(cells: Iterable[tuple[str, int, int]], wide: Iterable[tuple[str, int]]
+                   ) -> list[str]:
+    """Tasks with more clean records than distinct clean attempt numbers, from (task_id, bitmask
+    of attempt numbers < WIDE, clean records) per tally cell (a task may have several) and the
+    (task_id, attempt) of every clean record at or past WIDE."""
+    cells = list(cells)
+    if not wide and len({task_id for task_id, _, _ in cells}) == len(cells):  # a cell per task
+        return sorted(task_id for task_id, mask, n in cells if mask.bit_count() != n)
+    masks: dict[str, int] = {}
+    records: dict[str, int] = {}
+    for task_id, mask, n in cells:
+        masks[task_id] = masks.get(task_id, 0) | mask
+        records[task_id] = records.get(task_id, 0) + n
+    distinct_wide = Counter(task_id for task_id, _ in set(wide))
+    return sorted(t for t, n in records.items() if masks[t].bit_count() + distinct_wide[t] != n)
+
+
+def clean_key(record: Any) -> tuple[str, int] | None:
+    """(task_id, attempt) of a clean attempt Struct; None for a system error (never a clash)."""
+    return (record.task_id, record.attempt) if record.status == "ok" else None
+
+
+def keep_one(records: Iterable[Any], mode: str, dropped: list) -> Iterator[Any]:
+    """The records with at most one per clean key: the first or the last read (`mode`); each
+    record passed over is appended to `dropped`. "last" holds the clean records to the end."""
+    if mode == "first":
+        seen: set[Hashable] = set()
+        for r in records:
+            key = clean_key(r)
+            if key is not None:
+                if key in seen:
+                    dropped.append(key)
+                    continue
+                seen.add(key)
+            yield r
+        return
+    held: dict[Hashable, Any] = {}
+    for r in records:
+        key = clean_key(r)
+        if key is None:
+            yield r
+            continue
+        if key in held:
+            dropped.append(key)
+            del held[key]  # re-inserted below: the last one keeps its reading order
+        held[key] = r
+    yield from held.values()
+
+
+def fold_attempts(paths: Sequence[str], tally: Callable, merge: Callable, *, duplicates: str,
+                  tool: str, skip: SkipLog | None = None, workers: int | None = None,
+                  meanwhile: Callable[[], object] | None = None, struct: type | None = None,
+                  repeats: Callable[[Any], list[str]]):
+    """fold_jsonl over attempt files with one record per clean key. `repeats(state)` lists the
+    tasks with a duplicate (see `repeated_tasks`). `duplicates`: "error" (raise InputError
+    naming both lines), "first" or "last" (keep that one: read in one process, in order; stderr
+    says how many were dropped)."""
+    dropped: list[tuple[str, int]] = []
+    fold = tally
+    if duplicates != "error":
+        workers = 1
+
+        def fold(records):  # noqa: F811 - the tally, behind the filter
+            return tally(keep_one(records, duplicates, dropped))
+
+    state = fold_jsonl(list(paths), "attempt", fold, merge, skip=skip, workers=workers,
+                       meanwhile=meanwhile, struct=struct)
+    repeated = repeats(state)
+    if repeated:
+        raise duplicate_error(list(paths), repeated)
+    if dropped:
+        click.echo(f"{tool}: {len(dropped)} duplicate clean record(s) of {len(set(dropped))} "
+                   f"(task_id, attempt) key(s) passed over, the {duplicates} kept "
+                   f"(first: {dropped[0][0]!r} attempt {dropped[0][1]})", err=True)
+    return state
+
+
+def first_repeat(paths: Sequence[str]) -> tuple[tuple[str, int], Loc, Loc] | None:
+    """The first clean key read twice, in file order, with both locations; None when the input
+    cannot be read again (stdin) or holds no repeat. Lines the schema rejects are passed over."""
+    if not paths or "-" in paths:
+        return None
+    first: dict[tuple[str, int], Loc] = {}
+    for loc, r in read_jsonl(paths, "attempt", skip=SkipLog()):
+        if r.get("status") != "ok":
+            continue
+        key = (r["task_id"], r["attempt"])
+        if key in first:
+            return key, first[key], loc
+        first[key] = loc
+    return None
+
+
+def duplicate_error(paths: Sequence[str], repeated: Sequence[str]) -> InputError:
+    """The InputError for duplicate clean keys: both FILE:LINEs when the files can be re-read."""
+    found = first_repeat(paths)
+    fix = ("each (task_id, attempt) must be one clean record; remove one, or pass "
+           "--duplicates first|last to keep one")
+    if found is not None:
+        (task_id, attempt), a, b = found
+        return InputError(f"{b}: duplicate attempt: task_id {task_id!r} attempt {attempt} is "
+                          f"already at {a}; {fix}")
+    return InputError(f"{'<stdin>' if '-' in paths or not paths else paths[0]}: duplicate "
+                      f"attempt: task_id {repeated[0]!r} has two clean records of one attempt "
+                      f"({len(repeated)} task(s) in all; read from a file to see the lines); "
+                      f"{fix}")

@@ -1,0 +1,364 @@
+"""`grade import tau2 DIR --out FOLDER`: a tau2-bench domain folder (db.json or db.toml,
+tasks.json, policy.md, optional split_tasks.json) as an endstate domain folder and task file.
+
+Translated: the database document (tables by endstate.core.env.nested's mapping, seeded from a copy of
+the document), the policy, and each task's reference actions (gold calls), the user scenario (the
+LLM user's instruction, after a fixed opening), the split and the source id (tag
+`source:tau2:<id>`). The reward basis decides the checks, since in tau2 only the listed
+components gate the reward: DB -> gold_state, COMMUNICATE -> said, NL_ASSERTION -> judge,
+ACTION -> a python check per action. Not translated: tools (code: tools.py gets typed stubs), and
+tasks that need what endstate does not model (user-side tools and env assertions, setup actions,
+a message history): those are skipped, each with its reason, never graded more leniently.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from endstate.core.env.nested import Mapping, MappingError, TableMap, document_rows
+from endstate.core.errors import FileError, InputError
+from endstate.core.records.schemas import problem
+
+REWARD_TYPES = ("DB", "COMMUNICATE", "NL_ASSERTION", "ACTION", "ENV_ASSERTION")
+CRITERIA = "evaluation_criteria"
+CRITERIA_KEYS = {"actions", "env_assertions", "communicate_info", "nl_assertions", "reward_basis"}
+DEFAULT_BASIS = ["DB", "COMMUNICATE"]  # tau2's default, as in the original tau-bench
+OPENING = "Hi, I need some help, please."
+INSTRUCTION_PARTS = (("reason_for_call", "Why you are contacting support"),
+                     ("known_info", "What you know"), ("unknown_info", "What you do not know"),
+                     ("task_instructions", "How to act"))
+
+
+@dataclass
+class Source:
+    """A tau2 domain folder, read and checked."""
+
+    folder: Path
+    db_file: Path
+    document: dict[str, Any]
+    tasks_file: Path
+    tasks: list[Any]
+    policy: str
+    splits: dict[str, str]  # tau2 task id -> split
+
+
+@dataclass
+class Converted:
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (tau2 id, why)
+    calls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # tool -> gold arguments
+    action_checks: bool = False  # some task needs checks.py's tau2_action
+    vacuous: list[str] = field(default_factory=list)  # ids of tasks an idle agent passes
+
+
+class Skip(Exception):
+    """A task that cannot be translated faithfully; the message says why."""
+
+
+def _load(path: Path, loads: Callable[[bytes], Any] = orjson.loads) -> Any:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise FileError(f"{path}: not found; a tau2 domain folder holds db.json (or db.toml), "
+                         "tasks.json and policy.md") from None
+    try:
+        if path.suffix == ".toml":  # read as the JSON it is written as: dates become ISO text
+            return json.loads(json.dumps(tomllib.loads(data.decode()), default=_iso))
+        return loads(data)
+    except ValueError as e:  # the decoders' errors, and UnicodeDecodeError, are ValueErrors
+        raise InputError(f"{path}: not valid {path.suffix[1:].upper()}: {e}") from None
+    except RecursionError:
+        raise InputError(f"{path}: nested too deep to read") from None
+
+
+def _iso(value: Any) -> str:
+    return value.isoformat()  # TOML's dates and times: what orjson writes for them
+
+
+def _exact_json(data: bytes) -> Any:
+    """JSON as seed.py reads it (integers past 64 bits stay exact, to be refused by name), minus
+    NaN and Infinity, which are not JSON."""
+    def refuse(constant: str):
+        raise ValueError(f"{constant} is not a JSON number")
+    return json.loads(data, parse_constant=refuse)
+
+
+def read_source(folder: Path) -> Source:
+    db_file = next((folder / n for n in ("db.json", "db.toml") if (folder / n).exists()),
+                   folder / "db.json")
+    document = _load(db_file, _exact_json)
+    if not isinstance(document, dict):
+        raise InputError(f"{db_file}: the database must be a JSON object (collections by name), "
+                         f"not a {type(document).__name__}")
+    tasks_file = folder / "tasks.json"
+    tasks = _load(tasks_file)
+    if not isinstance(tasks, list):
+        raise InputError(f"{tasks_file}: expected a JSON array of tasks, got "
+                         f"{type(tasks).__name__}")
+    policy_file = next((folder / n for n in ("policy.md", "main_policy.md")
+                        if (folder / n).exists()), None)
+    if policy_file is None:
+        raise FileError(f"{folder / 'policy.md'}: not found (nor main_policy.md); the agent's "
+                        "policy is required")
+    return Source(folder, db_file, document, tasks_file, tasks, policy_file.read_text(),
+                  _splits(folder / "split_tasks.json"))
+
+
+def _splits(path: Path) -> dict[str, str]:
+    """Each task's split: the smallest split listing it (tau2 also lists unions such as
+    "train+test"), the first in the file on a tie."""
+    if not path.exists():
+        return {}
+    raw = _load(path)
+    if not isinstance(raw, dict) or not all(
+            isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in raw.values()):
+        raise InputError(f"{path}: expected an object of split name -> array of task ids")
+    by_size = sorted(raw.items(), key=lambda kv: len(kv[1]))  # stable: file order on ties
+    splits: dict[str, str] = {}
+    for name, ids in by_size:
+        for task_id in ids:
+            splits.setdefault(task_id, name)
+    return splits
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _get(obj: dict, key: str, kinds: type | tuple, where: str, path: str = "",
+         required: bool = True) -> Any:
+    """obj[key], checked; errors read `FILE: task 'ID': path.key: what is wrong`."""
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise InputError(f"{where}: {path + ': ' if path else ''}missing key {key!r}")
+        return None
+    if not isinstance(value, kinds):
+        want = " or ".join(k.__name__ for k in (kinds if isinstance(kinds, tuple) else (kinds,)))
+        raise InputError(f"{where}: {_join(path, key)}: expected {want}, got "
+                         f"{type(value).__name__}")
+    return value
+
+
+def user_instruction(scenario: dict, where: str) -> str:
+    """The LLM user's private instruction: tau2's persona and scenario, each part headed."""
+    parts = []
+    persona = _get(scenario, "persona", str, where, "user_scenario", required=False)
+    if persona and persona.strip():
+        parts.append(("Who you are", persona))
+    instructions = _get(scenario, "instructions", (dict, str), where, "user_scenario")
+    if isinstance(instructions, str):
+        parts.append(("Your situation", instructions))
+    else:
+        for key, heading in INSTRUCTION_PARTS:
+            required = key in ("reason_for_call", "task_instructions")
+            text = _get(instructions, key, str, where, "user_scenario.instructions", required)
+            if text and text.strip():
+                parts.append((heading, text))
+    return "\n\n".join(f"{heading}:\n{text.strip()}" for heading, text in parts)
+
+
+def _actions(criteria: dict, where: str) -> list[dict[str, Any]]:
+    actions = _get(criteria, "actions", list, where, CRITERIA, required=False) or []
+    for i, action in enumerate(actions):
+        at = f"{CRITERIA}.actions[{i}]"
+        if not isinstance(action, dict):
+            raise InputError(f"{where}: {at}: expected an object, got {type(action).__name__}")
+        _get(action, "name", str, where, at)
+        _get(action, "arguments", dict, where, at)
+        _get(action, "compare_args", list, where, at, required=False)
+        if action.get("requestor", "assistant") not in ("assistant", "user"):
+            raise InputError(f"{where}: {at}.requestor: expected 'assistant' or 'user', got "
+                             f"{action['requestor']!r}")
+    return actions
+
+
+def _basis(criteria: dict, where: str) -> list[str]:
+    basis = criteria.get("reward_basis")
+    basis = DEFAULT_BASIS if basis is None else basis
+    if not isinstance(basis, list):
+        raise InputError(f"{where}: {CRITERIA}.reward_basis: expected an array, got "
+                         f"{type(basis).__name__}")
+    unknown = [b for b in basis if b not in REWARD_TYPES]
+    if unknown:
+        raise InputError(f"{where}: {CRITERIA}.reward_basis: unknown reward type "
+                         f"{unknown[0]!r}; endstate knows {', '.join(REWARD_TYPES)}")
+    return basis
+
+
+def _initial_state(raw: dict, where: str) -> tuple[dict, dict]:
+    """(initial_state, its initialization_data), checked down to agent_data; {} when absent."""
+    state = _get(raw, "initial_state", dict, where, required=False) or {}
+    data = _get(state, "initialization_data", dict, where, "initial_state", required=False) or {}
+    _get(data, "agent_data", dict, where, "initial_state.initialization_data", required=False)
+    return state, data
+
+
+def _untranslatable(raw: dict, actions: list[dict], basis: list[str], criteria: dict,
+                    where: str) -> None:
+    state, data = _initial_state(raw, where)
+    if state.get("initialization_actions"):
+        raise Skip("initial_state.initialization_actions: setup calls on tau2's environment; "
+                   "endstate sets a task up with rows (init): write them as the task's init")
+    if state.get("message_history"):
+        raise Skip("initial_state.message_history: endstate starts every episode at the opening")
+    if data.get("user_data"):
+        raise Skip("initial_state.initialization_data.user_data: the user's device state; "
+                   "endstate's users have no tools or state")
+    if any(a.get("requestor", "assistant") == "user" for a in actions):
+        raise Skip("actions with requestor 'user': endstate's simulated users have no tools")
+    if "ENV_ASSERTION" in basis and criteria.get("env_assertions"):
+        raise Skip("ENV_ASSERTION in reward_basis: env assertions are tau2 code, not data; "
+                   "grading without them would be more lenient than tau2")
+
+
+def _checks(criteria: dict, actions: list[dict], basis: list[str], where: str) -> list[dict]:
+    checks: list[dict[str, Any]] = []
+    if "DB" in basis:
+        checks.append({"id": "db", "kind": "gold_state"})
+    if "COMMUNICATE" in basis:
+        infos = _get(criteria, "communicate_info", list, where, CRITERIA, required=False) or []
+        for i, info in enumerate(infos):
+            if not isinstance(info, (str, int, float)) or isinstance(info, bool):
+                raise InputError(f"{where}: {CRITERIA}.communicate_info[{i}]: expected a "
+                                 f"string, got {type(info).__name__}")
+            checks.append({"id": f"communicate-{i}", "kind": "said", "value": str(info)})
+    if "NL_ASSERTION" in basis:
+        for i, text in enumerate(_get(criteria, "nl_assertions", list, where, CRITERIA,
+                                      required=False) or []):
+            if not isinstance(text, str):
+                raise InputError(f"{where}: {CRITERIA}.nl_assertions[{i}]: expected a string, got "
+                                 f"{type(text).__name__}")
+            checks.append({"id": f"nl-{i}", "kind": "judge",
+                           "question": f"Is this true of the agent in the transcript? {text}"})
+    if "ACTION" in basis:
+        for i, action in enumerate(actions):
+            params = {"name": action["name"], "arguments": action["arguments"]}
+            if action.get("compare_args") is not None:
+                params["compare_args"] = action["compare_args"]
+            checks.append({"id": f"action-{i}", "kind": "python", "name": "tau2_action",
+                           "params": params})
+    return checks
+
+
+class Converter:
+    """tau2 tasks -> endstate tasks of domain `domain`, on the tables of `mapping`."""
+
+    def __init__(self, source: Source, domain: str, mapping: Mapping):
+        self.source, self.domain, self.mapping = source, domain, mapping
+        self._seed_rows: dict[str, dict[tuple, tuple]] | None = None
+
+    def convert(self) -> Converted:
+        out = Converted()
+        seen: set[str] = set()
+        for i, raw in enumerate(self.source.tasks):
+            where = f"{self.source.tasks_file}: task #{i}"
+            if not isinstance(raw, dict):
+                raise InputError(f"{where}: expected an object, got {type(raw).__name__}")
+            task_id = _get(raw, "id", str, where)
+            if task_id in seen:
+                raise InputError(f"{where}: duplicate id {task_id!r}")
+            seen.add(task_id)
+            try:
+                out.tasks.append(self.task(raw, f"{self.source.tasks_file}: task {task_id!r}", out))
+            except Skip as why:
+                out.skipped.append((task_id, str(why)))
+        return out
+
+    def task(self, raw: dict, where: str, out: Converted) -> dict[str, Any]:
+        instruction = user_instruction(_get(raw, "user_scenario", dict, where), where)
+        criteria = _get(raw, "evaluation_criteria", dict, where, required=False)
+        if criteria is None:
+            raise Skip("no evaluation_criteria: nothing decides its reward")
+        unknown = sorted(set(criteria) - CRITERIA_KEYS)
+        if unknown:
+            raise InputError(f"{where}: {CRITERIA}: unknown key {unknown[0]!r}; endstate "
+                             f"translates {', '.join(sorted(CRITERIA_KEYS))} and never drops a "
+                             "criterion")
+        actions, basis = _actions(criteria, where), _basis(criteria, where)
+        _untranslatable(raw, actions, basis, criteria, where)
+        checks = _checks(criteria, actions, basis, where)
+        if not checks:
+            raise Skip(f"reward_basis {basis} leaves nothing to check in this task")
+        gold: list[dict[str, Any]] = [{"tool": a["name"], "args": a["arguments"]} for a in actions]
+        said = [c["value"] for c in checks if c["kind"] == "said"]
+        if said:  # tau2 has no reference messages: the gold says exactly what must be said
+            gold.append({"say": "\n".join(said)})
+        init = self.init(raw)
+        for a in actions:
+            out.calls.setdefault(a["name"], []).append(a["arguments"])
+        out.action_checks |= any(c["kind"] == "python" for c in checks)
+        if not actions and all(c["kind"] == "gold_state" for c in checks):
+            out.vacuous.append(raw["id"])  # tau2 scores doing nothing 1 here; validate will say so
+        task_id = raw["id"]
+        task = {"id": f"{self.domain}-{task_id}", "domain": self.domain,
+                **({"split": self.source.splits[task_id]} if task_id in self.source.splits else {}),
+                "tags": [f"source:tau2:{task_id}"],
+                "user": {"instruction": instruction, "opening": OPENING},
+                **({"init": init} if init else {}), "checks": checks, "gold": gold}
+        wrong = problem("task", task)
+        assert wrong is None, f"built an invalid task from {where}: {wrong}"
+        return task
+
+    def init(self, raw: dict) -> dict[str, list[dict[str, Any]]]:
+        """tau2's initialization_data.agent_data (a deep update of the document) as init rows:
+        each row it adds, whole, and each row it changes, as its key and changed columns."""
+        data = ((raw.get("initial_state") or {}).get("initialization_data") or {}).get("agent_data")
+        if not data:
+            return {}
+        try:
+            changed = document_rows(_deep_update(copy.deepcopy(self.source.document), data),
+                                    self.mapping)
+        except MappingError as e:
+            raise Skip("initialization_data.agent_data does not fit the tables: "
+                       f"{e.message}") from None
+        init: dict[str, list[dict[str, Any]]] = {}
+        for table, rows in changed.items():
+            t, before = self.mapping.by_name[table], self.seed_rows()[table]
+            after = _by_key(t, rows)
+            if before.keys() - after.keys():
+                raise Skip(f"initialization_data.agent_data removes rows of {table}; init can "
+                           "only insert or update rows")
+            written = [_init_row(t, before.get(key), row) for key, row in after.items()
+                       if before.get(key) != row]
+            if written:
+                init[table] = written
+        return init
+
+    def seed_rows(self) -> dict[str, dict[tuple, tuple]]:
+        if self._seed_rows is None:
+            self._seed_rows = {
+                table: _by_key(self.mapping.by_name[table], rows)
+                for table, rows in document_rows(self.source.document, self.mapping).items()}
+        return self._seed_rows
+
+
+def _by_key(t: TableMap, rows: list[tuple]) -> dict[tuple, tuple]:
+    at = [t.columns.index(c) for c in t.key_columns]
+    return {tuple(row[i] for i in at): row for row in rows}
+
+
+def _init_row(t: TableMap, before: tuple | None, after: tuple) -> dict[str, Any]:
+    """A new row whole; a changed one as its key and the columns that changed (init updates)."""
+    if before is None:
+        return dict(zip(t.columns, after))
+    keys = set(t.key_columns)
+    return {c: a for c, b, a in zip(t.columns, before, after) if c in keys or a != b}
+
+
+def _deep_update(target: dict, update: dict) -> dict:
+    """tau2's update of a document: objects merge key by key, anything else replaces."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _deep_update(target[key], value)
+        else:
+            target[key] = value
+    return target
