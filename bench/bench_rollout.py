@@ -100,12 +100,14 @@ def main() -> None:
             double.wait(10)
 
 
-def report(episodes: list[dict], wall: float, cpu: float, double_cpu: float, latency: float,
+def report(episodes: list, wall: float, cpu: float, double_cpu: float, latency: float,
            tasks: int, repeats: int, procs: int) -> None:
-    calls = [sum(1 for m in e["messages"] if m["role"] == "assistant") for e in episodes]
-    errors = sum(e["status"] != "ok" for e in episodes)
+    from endstate.core.records.structs import AssistantMessage
+
+    calls = [sum(isinstance(m, AssistantMessage) for m in e.messages) for e in episodes]
+    errors = sum(e.status != "ok" for e in episodes)
     ideal = max(calls) * latency
-    per_episode = sorted(e["timing"]["total_s"] / (c * latency) for e, c in zip(episodes, calls))
+    per_episode = sorted(e.timing["total_s"] / (c * latency) for e, c in zip(episodes, calls))
     print(f"--procs {procs}")
     print(f"episodes            {len(episodes)} in flight at once ({tasks} tasks x {repeats}), "
           f"system errors {errors}")

@@ -10,8 +10,7 @@ import click
 from endstate.bucket import pool as P
 from endstate.bucket.report import plot as plot_histogram
 from endstate.bucket.report import table
-from endstate.core.cli.command import common_options, run, tool_command
-from endstate.core.cli.options import bundled
+from endstate.core.cli.command import bundled, common_options, run, tool_command
 from endstate.core.episode.plan import load_tasks
 from endstate.core.records.jsonl import SkipLog, read_jsonl, write_jsonl
 from endstate.core.records.keys import MODES, fold_attempts

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import click
 
-from endstate.core.cli.command import common_options, parse_prices, run, tool_group
-from endstate.core.cli.options import bundled
+from endstate.core.cli.command import bundled, common_options, parse_prices, run, tool_group
 from endstate.core.console import stdio
 from endstate.core.errors import EndstateError, ExitCode, InputError
 from endstate.core.records.jsonl import SkipLog, read_jsonl, write_jsonl

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 import click
 
 from endstate.core.cli.command import (
+    bundled,
     common_options,
     judge_options,
     run,
     tool_group,
 )
-from endstate.core.cli.options import bundled
 from endstate.core.console import stdio
 from endstate.core.console.progress import Progress, note
 from endstate.core.env.changes import row_count

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import click
 from click.core import ParameterSource
 
-from endstate.core.cli.command import common_options, parse_prices
-from endstate.core.cli.options import FiniteFloatRange, bundled
+from endstate.core.cli.command import bundled, common_options, parse_prices
+from endstate.core.cli.options import FiniteFloatRange
 from endstate.core.console.progress import Progress, note
 from endstate.core.episode.config import RunConfig, UserMaker, price_of
 from endstate.core.episode.plan import TaskFilter, parse_shard, plan, runnable_tasks, shard_of

@@ -3,6 +3,7 @@ with -v, --version, common options."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import os
@@ -14,9 +15,7 @@ import click
 
 from endstate import __version__
 from endstate.core.console import stdio
-from endstate.core.env.domain import Domains
 from endstate.core.errors import EXIT_CODES_HELP, EndstateError, ExitCode
-from endstate.core.grading.judge import Judge
 from endstate.core.records.jsonl import SkipLog
 
 DOMAINS_ENV = "ENDSTATE_DOMAINS"
@@ -115,7 +114,9 @@ skip_invalid_option = click.option(
 )
 
 
-def _domains(ctx: click.Context, param, folders: tuple[str, ...]) -> Domains:
+def _domains(ctx: click.Context, param, folders: tuple[str, ...]):
+    from endstate.core.env.domain import Domains  # here: bucket and evalstats never load a domain
+
     return Domains([*folders, *env_domain_dirs()])
 
 
@@ -138,6 +139,9 @@ def judge_options(fn):
     (a Judge, or None when no judge is configured)."""
     @functools.wraps(fn)
     def with_judge(*args, judge_model, judge_base_url, judge_cache, **kwargs):
+        # here, not at the top: the tools without a judge skip its imports
+        from endstate.core.grading.judge import Judge
+
         return fn(*args, judge=Judge.from_options(judge_model, judge_base_url, judge_cache), **kwargs)
 
     for option in (
@@ -191,5 +195,20 @@ def common_options(*, domains: bool = False, skip_invalid: bool = False, quiet: 
         for option in reversed(chosen):
             fn = option(fn)
         return fn
+
+    return decorate
+
+
+def bundled(name: str, cls: type):
+    """Hand a command the values of its flags named like the fields of the dataclass `cls` as one
+    `name=cls(...)`, so that a command with many flags takes one settings object. Put it right
+    above the function, below its click options."""
+    fields = [f.name for f in dataclasses.fields(cls)]
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def with_settings(*args, **kwargs):
+            return fn(*args, **{name: cls(**{f: kwargs.pop(f) for f in fields}), **kwargs})
+        return with_settings
 
     return decorate

@@ -5,7 +5,6 @@ EpisodeSettings (RunConfig, grpo's TrainConfig) into flags with their defaults s
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Any
 
@@ -129,17 +128,3 @@ def _shown(default: Any) -> str:
         return "on" if default else "off"
     return ",".join(default) if isinstance(default, list) else str(default)
 
-
-def bundled(name: str, cls: type):
-    """Hand a command the values of its flags named like the fields of the dataclass `cls` as one
-    `name=cls(...)`, so that a command with many flags takes one settings object. Put it right
-    above the function, below its click options."""
-    fields = [f.name for f in dataclasses.fields(cls)]
-
-    def decorate(fn):
-        @functools.wraps(fn)
-        def with_settings(*args, **kwargs):
-            return fn(*args, **{name: cls(**{f: kwargs.pop(f) for f in fields}), **kwargs})
-        return with_settings
-
-    return decorate
