@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 import re
@@ -13,8 +12,7 @@ from itertools import starmap
 from operator import attrgetter
 from typing import Any
 
-import orjson
-
+from endstate.core.episode.plan import fingerprint, overlapping  # noqa: F401 - bucket's own API too
 from endstate.core.records.keys import WIDE, repeated_tasks
 from endstate.core.records.structs import Attempt
 from endstate.core.stats.bands import (
@@ -185,27 +183,6 @@ def uncertain(records: Iterable[dict[str, Any]], threshold: float, rules: Rules)
 # --- benchmark exclusion ----------------------------------------------------------------------------
 
 _SPACE = re.compile(r"\s+")
-
-
-def fingerprint(task: Mapping[str, Any]) -> str:
-    """Content identity of a task: domain + normalized user instruction + checks. Two tasks with
-    the same fingerprint ask the same thing, whatever their ids (lowercased, whitespace collapsed;
-    checks compared as canonical JSON)."""
-    instruction = _SPACE.sub(" ", str(task.get("user", {}).get("instruction", ""))).strip().lower()
-    checks = orjson.dumps(task.get("checks", []), option=orjson.OPT_SORT_KEYS)
-    blob = b"\0".join([str(task.get("domain", "")).encode(), instruction.encode(), checks])
-    return hashlib.sha256(blob).hexdigest()
-
-
-def overlapping(candidates: Iterable[Mapping[str, Any]], benchmark: Iterable[Mapping[str, Any]],
-                ids: Iterable[str] = ()) -> frozenset[str]:
-    """Candidate ids that are benchmark tasks, by id or by fingerprint."""
-    bench = list(benchmark)
-    bench_ids = {t["id"] for t in bench}
-    bench_prints = {fingerprint(t) for t in bench}
-    hit = {i for i in ids if i in bench_ids}
-    hit |= {t["id"] for t in candidates if t["id"] in bench_ids or fingerprint(t) in bench_prints}
-    return frozenset(hit)
 
 
 # --- holdout ------------------------------------------------------------------------------------------

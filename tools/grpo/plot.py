@@ -18,7 +18,13 @@ def plot_metrics(metrics_file: Path | str, target: Path | str) -> None:
     import matplotlib.pyplot as plt
 
     rows = [orjson.loads(line) for line in Path(metrics_file).read_bytes().splitlines() if line.strip()]
-    fig, axes = plt.subplots(2, 3, figsize=(12, 6), constrained_layout=True)
+    evals = Path(metrics_file).parent / "eval" / "metrics.jsonl"
+    fig, axes = plt.subplots(2, 4 if evals.exists() else 3, figsize=(16 if evals.exists() else 12, 6),
+                             constrained_layout=True)
+    if evals.exists():
+        _eval_panel(axes.flat[len(PANELS)],
+                    [orjson.loads(b) for b in evals.read_bytes().splitlines() if b.strip()])
+        axes.flat[-1].axis("off")
     for ax, (key, title) in zip(axes.flat, PANELS):
         points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
         if points:
@@ -28,3 +34,20 @@ def plot_metrics(metrics_file: Path | str, target: Path | str) -> None:
         ax.grid(alpha=0.3)
     fig.savefig(target, dpi=100)
     plt.close(fig)
+
+
+def _eval_panel(ax, evals: list[dict]) -> None:
+    """Held-out pass@1 at each evaluation with its 95% interval as a band (step 0: the base)."""
+    points = sorted((e["step"], e["pass_at_1"], e["pass_at_1_ci95"]) for e in evals
+                    if e.get("pass_at_1") is not None)
+    if points:
+        steps = [p[0] for p in points]
+        ax.plot(steps, [p[1] for p in points], marker="o", markersize=3, color="tab:green")
+        banded = [p for p in points if p[2]]
+        ax.fill_between([p[0] for p in banded], [p[2][0] for p in banded], [p[2][1] for p in banded],
+                        alpha=0.25, color="tab:green", linewidth=0)
+        ax.set_xticks(steps)
+    ax.set_title("held-out pass@1 (95% interval)")
+    ax.set_xlabel("step")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
