@@ -28,7 +28,7 @@ def study(seed: int = 0, tasks_per_domain: int = 5, repeats: int = 8):
     for d in DOMAINS:
         for t in range(tasks_per_domain):
             task_id = f"{d}-task-{t}"
-            p_base = float(rng.beta(2, 3))
+            p_base = float(rng.beta(1.6, 1))
             for model, p, tokens in ((BASE, p_base, 5000), (TRAINED, min(max(p_base + lift[d], 0.0), 1.0), 3500)):
                 for a in range(repeats):
                     reward = int(rng.random() < p)

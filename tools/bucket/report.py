@@ -35,7 +35,8 @@ def table(records: Sequence[dict[str, Any]], names: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def plot(records: Sequence[dict[str, Any]], names: Sequence[str], path: str) -> None:
+def figure(records: Sequence[dict[str, Any]], names: Sequence[str]):
+    """The band histogram (tasks per band, the kept ones in front) as a matplotlib Figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -54,18 +55,29 @@ def plot(records: Sequence[dict[str, Any]], names: Sequence[str], path: str) -> 
     ax.legend(frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     fig.tight_layout()
+    return fig
+
+
+def plot(records: Sequence[dict[str, Any]], names: Sequence[str], path: str) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = figure(records, names)
     fig.savefig(path)
     plt.close(fig)
 
 
-def plot_posteriors(records: Sequence[dict[str, Any]], bands: Bands, path: str) -> None:
+def posteriors_figure(records: Sequence[dict[str, Any]], bands: Bands):
     """Each probed task's posterior Beta(alpha, beta), coloured by its band (core.figures)."""
-    import matplotlib.pyplot as plt
-
     from endstate.core.figures.posteriors import Posterior, posterior_figure
 
     probed = [Posterior(d["task_id"], d["alpha"], d["beta"], d["band"]) for d in records
               if d["band"] != UNPROBED]
-    fig = posterior_figure([("difficulty posteriors", probed)], bands.edges, bands.names)
+    return posterior_figure([("difficulty posteriors", probed)], bands.edges, bands.names)
+
+
+def plot_posteriors(records: Sequence[dict[str, Any]], bands: Bands, path: str) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = posteriors_figure(records, bands)
     fig.savefig(path)
     plt.close(fig)

@@ -55,6 +55,16 @@ def heatmap(ax, rows, cols, values, labels, cmap, vmin, vmax, title):
     return im
 
 
+def colourbar(fig, im, ax, signed: bool = False):
+    """A colour bar in the labels' unit: percent (points of a difference when `signed`)."""
+    from matplotlib.ticker import FuncFormatter
+
+    bar = fig.colorbar(im, ax=ax, fraction=0.046 if not isinstance(ax, list) else 0.03)
+    bar.ax.yaxis.set_major_formatter(FuncFormatter(
+        (lambda v, _: f"{100 * v:+.1f}") if signed else (lambda v, _: f"{100 * v:.0f}%")))
+    return bar
+
+
 def draw_frontier(ax, by_model: dict[str, Any], arrows: Sequence[tuple[str, str]] = ()) -> None:
     """Cost per successful attempt against pass@1, one point per model, the Pareto frontier
     dashed, and an arrow from each BASE to its NEW (base → trained)."""
@@ -97,7 +107,7 @@ def draw_domains(fig, ax, report: dict[str, Any]) -> None:
               for g in groups.values()]
     labels = [[pct(v) for v in r] for r in values]
     im = heatmap(ax, list(groups), cols, values, labels, "viridis", 0, 1, "by domain (%)")
-    fig.colorbar(im, ax=ax, fraction=0.046)
+    colourbar(fig, im, ax)
 
 
 def metrics_figure(report: dict[str, Any], by_model: dict[str, Any],
@@ -147,7 +157,7 @@ def cross_figure(report: dict[str, Any], first: str, second: str):
                      "viridis", 0, 1, f"{name} (%)")
         if ax is not axes[0][0]:
             ax.set_yticks([])
-    fig.colorbar(im, ax=list(axes[0]), fraction=0.03)
+    colourbar(fig, im, list(axes[0]))
     return fig
 
 
@@ -171,7 +181,7 @@ def compare_figure(report: dict[str, Any]):
     top = max([0.01, *(abs(v) for r in values for v in r if v is not None)])
     im = heatmap(ax, list(groups), cols, values, labels, "RdBu", -top, top,
                  "new vs base: base → new % (Δ points)")
-    fig.colorbar(im, ax=ax, fraction=0.046)
+    colourbar(fig, im, ax, signed=True)
     fig.tight_layout()
     return fig
 
