@@ -159,12 +159,21 @@ def _count(t: Tally, records: Iterable[Any], values, single: bool, prices) -> No
     """The hot loop: add each record to its cell (attrgetter of one name returns the value, not
     a tuple: `single`). Written for speed: local names, and the --price branch only when priced."""
     cells, wide, get, policies = t.cells, t.wide, t.cells.get, t.policies
+    seen: dict[tuple, tuple] = {}  # (model, prompting's values) -> (prompting, policy number)
     for r in records:
         tid = r.task_id
-        policy = policy_key(r.model, r.prompting)
-        pid = policies.get(policy)
-        if pid is None:
-            pid = policies[policy] = len(policies)
+        prompting = r.prompting
+        try:  # the values alone are cheap to hash; the dicts compared make it exact
+            probe = (r.model, tuple(prompting.values()) if prompting else None)
+            hit = seen.get(probe)
+        except TypeError:  # a nested value
+            probe, hit = None, None
+        if hit is not None and hit[0] == prompting:
+            pid = hit[1]
+        else:
+            pid = policies.setdefault(policy_key(r.model, prompting), len(policies))
+            if probe is not None:
+                seen[probe] = (prompting, pid)
         key = (tid, pid) if values is None else (tid, pid, values(r)) if single else \
             (tid, pid, *values(r))
         try:
