@@ -30,8 +30,8 @@ def labels_and_contrast(fig) -> list[tuple[str, float]]:
             if not text.get_visible() or not text.get_text().strip():
                 continue
             box = text.get_window_extent(renderer)
-            x0, x1 = max(int(box.x0), 0), min(int(math.ceil(box.x1)), width)
-            y0, y1 = max(int(height - box.y1), 0), min(int(math.ceil(height - box.y0)), height)
+            x0, x1 = max(int(box.x0), 0), min(math.ceil(box.x1), width)
+            y0, y1 = max(int(height - box.y1), 0), min(math.ceil(height - box.y0), height)
             pixels = rgba[y0:y1, x0:x1, :3].reshape(-1, 3)
             colours, counts = np.unique(pixels, axis=0, return_counts=True)
             background = colours[counts.argmax()] / 255

@@ -159,7 +159,7 @@ def test_cluster_is_refused_under_the_benchmark_estimand(files):
 
 
 def test_compare_says_which_tasks_it_pairs_and_a_domain_must_agree(files, tmp_path):
-    base, trained, _ = files["records"]
+    trained = files["records"][1]
     fewer = write(tmp_path / "fewer.jsonl", [r for r in trained if r["task_id"] != "bank-task-0"])
     result = run(["compare", files["base"], fewer])
     assert result.exit_code == 0 and orjson.loads(result.stdout)["only_base"] == 1
@@ -282,7 +282,8 @@ def browser(*args: str, home: Path) -> subprocess.CompletedProcess:
                            "--no-first-run", "--disable-background-networking",
                            "--disable-component-update", "--disable-sync",
                            f"--user-data-dir={home}", *args], capture_output=True, text=True,
-                          timeout=300, env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
+                          timeout=300, env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
+                          check=False)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on this machine (CI installs "
@@ -301,3 +302,13 @@ def test_the_report_opens_in_a_browser_with_every_image_and_table(page, tmp_path
     browser(f"--screenshot={shot}", "--window-size=1280,2400", "--virtual-time-budget=10000",
             path.as_uri(), home=tmp_path / "profile2")
     assert shot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_without_attempts_and_arrow_usage(files, tmp_path):
+    result = run(["report", "-o", str(tmp_path / "r.html"), write(tmp_path / "none.jsonl", [])])
+    assert result.exit_code == 2 and "no attempt records" in result.stderr
+    png = tmp_path / "s.png"
+    ok = run(["--plot", str(png), "--arrow", f"{BASE}={TRAINED}", files["base"], files["trained"]])
+    assert ok.exit_code == 0 and png.read_bytes()[:4] == b"\x89PNG"
+    bad = run(["--plot", str(png), "--arrow", BASE, files["base"]])
+    assert bad.exit_code == 2 and "expected BASE=NEW" in bad.stderr

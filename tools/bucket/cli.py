@@ -9,8 +9,7 @@ import click
 
 from endstate.bucket import pool as P
 from endstate.bucket.report import plot as plot_histogram
-from endstate.bucket.report import plot_posteriors
-from endstate.bucket.report import table
+from endstate.bucket.report import plot_posteriors, table
 from endstate.core.cli.command import bundled, common_options, run, tool_command
 from endstate.core.episode.plan import load_tasks
 from endstate.core.records.jsonl import SkipLog, read_jsonl, write_jsonl

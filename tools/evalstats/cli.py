@@ -10,7 +10,6 @@ import click
 from endstate.core.cli.command import bundled, run, tool_group
 from endstate.core.errors import EndstateError, ExitCode
 from endstate.evalstats import coverage as C
-from endstate.evalstats import groups as G
 from endstate.evalstats import render
 from endstate.evalstats import tally as T
 from endstate.evalstats.prompting_check import warn_mixed_prompting

@@ -221,7 +221,8 @@ def tally_figure(records: Sequence[dict[str, Any]]):
     ax.set_xlabel("successes / clean attempts")
     more = f" (first {len(shown)} of {len(tasks)} tasks)" if len(shown) < len(tasks) else ""
     ax.set_title(f"per-task tally{more}")
-    ax.legend(frameon=False, fontsize=7, loc="lower right")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(frameon=False, fontsize=7, loc="lower right")
     ax.spines[["top", "right"]].set_visible(False)
     fig.tight_layout()
     return fig

@@ -118,8 +118,8 @@ def _without_nested(report: dict) -> dict:
 
 
 def html(page: Page) -> str:
-    parts = [f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>'
-             f"{escape(page.title)}</title><style>{STYLE}</style></head><body>",
+    parts = [(f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>'
+              f"{escape(page.title)}</title><style>{STYLE}</style></head><body>"),
              f"<h1>{escape(page.title)}</h1>",
              *(f'<p class="facts">{escape(f)}</p>' for f in page.facts)]
     for heading, items in page.sections:

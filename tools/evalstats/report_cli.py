@@ -9,6 +9,7 @@ import click
 
 from endstate.core.cli.command import bundled, common_options
 from endstate.core.console import stdio
+from endstate.core.errors import EndstateError, ExitCode
 from endstate.core.records.jsonl import write_jsonl
 from endstate.evalstats import groups as G
 from endstate.evalstats import render
@@ -142,6 +143,9 @@ def report(files, page: PageOptions, reading: Reading, skip):
     tasks = read_tasks(reading.tasks_file, skip) if reading.tasks_file else None
     tally, records, graded = _tally(paths, page.graded_files, reading.tasks_file, reading, skip,
                                     page.top)
+    if not tally.cells:
+        raise EndstateError(f"evalstats report: no attempt records in {', '.join(paths)}; "
+                            "give the attempt files probe wrote", ExitCode.USAGE)
     metrics = _metrics(paths, tasks, page, reading, skip)
     comparisons, arrows = [], []
     for base, new in page.pairs:

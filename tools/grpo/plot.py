@@ -7,6 +7,7 @@ those panels leave a gap there, and every panel shades the step, instead of plot
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import orjson
@@ -32,7 +33,7 @@ def figure(rows: list[dict]):
         steps = [r["step"] for r in rows]
         values = [float("nan") if r.get(key) is None or (key in UPDATE and r.get("skipped"))
                   else r[key] for r in rows]
-        if any(v == v for v in values):  # a line with NaN gaps where a value is missing
+        if any(not math.isnan(v) for v in values):  # a line, with gaps where a value is missing
             ax.plot(steps, values, marker="o", markersize=3)
         for step in skipped:
             ax.axvspan(step - 0.4, step + 0.4, color=SKIPPED, lw=0, zorder=0)
