@@ -131,3 +131,12 @@ def test_training_curves_leave_skipped_steps_out_and_count_steps_in_integers(obj
         ticks = [t for t in axes[title].get_xticks() if axes[title].get_xlim()[0] <= t <= axes[title].get_xlim()[1]]
         assert all(float(t).is_integer() for t in ticks), ticks
     assert axes["reward (all clean episodes)"].lines[0].get_ydata()[1] == 0.5  # rollouts did happen
+
+
+def test_long_policy_names_stay_told_apart():
+    from endstate.evalstats.figures import shorts
+
+    names = ["SmolLM2-135M-Instruct", "out/demo-learn/seed-0/grpo/checkpoints/step-10/hf",
+             "out/demo-learn/seed-1/grpo/checkpoints/step-10/hf"]
+    assert list(shorts(names).values()) == ["SmolLM2-135M-Instruct", "seed-0/…/step-10/hf",
+                                            "seed-1/…/step-10/hf"]

@@ -33,6 +33,24 @@ def short(label: str, width: int = 28) -> str:
     return label if len(label) <= width else "…" + label[-(width - 1):]
 
 
+def shorts(labels, width: int = 28) -> dict[str, str]:
+    """Each label shortened (`short`) so that no two read alike: checkpoints of two runs
+    (out/seed-0/.../step-10/hf, out/seed-1/.../step-10/hf) keep the path parts that tell them
+    apart, then their last two (seed-0/…/step-10/hf)."""
+    labels = list(dict.fromkeys(labels))
+    out = {label: short(label, width) for label in labels}
+    clashes: dict[str, list[str]] = {}
+    for label in labels:
+        clashes.setdefault(out[label], []).append(label)
+    for same in (group for group in clashes.values() if len(group) > 1):
+        parts = [label.split("/") for label in same]
+        for label, mine in zip(same, parts):
+            differ = [p for i, p in enumerate(mine[:-2])
+                      if any(len(other) <= i or other[i] != p for other in parts if other is not mine)]
+            out[label] = "/".join([*differ, "…", *mine[-2:]]) if differ else label
+    return out
+
+
 def pareto(points: Sequence[tuple[float, float]]) -> list[int]:
     """Indices of (pass@1, cost) points no other point beats on both (higher pass, lower cost)."""
     return [i for i, (p, c) in enumerate(points)
@@ -46,7 +64,8 @@ def heatmap(ax, rows, cols, values, labels, cmap, vmin, vmax, title):
     data = np.array([[np.nan if v is None else v for v in r] for r in values], dtype=float)
     im = ax.imshow(data, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     ax.set_xticks(range(len(cols)), cols)
-    ax.set_yticks(range(len(rows)), [short(str(r), 36) for r in rows])
+    names = shorts([str(r) for r in rows], 36)
+    ax.set_yticks(range(len(rows)), [names[str(r)] for r in rows])
     for i, r in enumerate(labels):
         for j, text in enumerate(r):
             shade = im.cmap(im.norm(data[i, j]))[:3] if not np.isnan(data[i, j]) else (1, 1, 1)
@@ -76,9 +95,12 @@ def draw_frontier(ax, by_model: dict[str, Any], arrows: Sequence[tuple[str, str]
     else:
         pts = list(models.values())
         front = set(pareto(pts))
+        names = shorts(models)
         for i, (name, (p, c)) in enumerate(models.items()):
             ax.scatter([p], [c], s=60, color=FRONT if i in front else OTHER, zorder=3)
-            ax.annotate(short(name), (p, c), textcoords="offset points", xytext=(5, 4), fontsize=8)
+            below = pts[:i].count((p, c))  # models at one point: their names one under another
+            ax.annotate(names[name], (p, c), textcoords="offset points",
+                        xytext=(5, 4 - 10 * below), fontsize=8)
         frontier = sorted(pts[i] for i in front)
         ax.plot([p for p, _ in frontier], [c for _, c in frontier], "--", color=FRONT,
                 label="Pareto frontier")
@@ -201,8 +223,9 @@ def tally_figure(records: Sequence[dict[str, Any]]):
     shown = tasks[:TALLY_ROWS]
     by_key = {(r["policy"], r["task_id"]): r for r in records}
     height = 0.8 / max(len(policies), 1)
+    names = shorts(policies, 40)
     fig, ax = plt.subplots(figsize=(8, 1.4 + 0.22 * len(shown) * max(len(policies), 1) ** 0.5 + 0.3),
-                           dpi=110)
+                           dpi=110, layout="constrained")
     colours = ["#1f5fa8", "#b34700", "#2a7d3f", "#6a3d9a", "#4d4d4d"]
     for j, policy in enumerate(policies):
         for i, task_id in enumerate(shown):
@@ -212,7 +235,7 @@ def tally_figure(records: Sequence[dict[str, Any]]):
             y = i + (j - (len(policies) - 1) / 2) * height
             share = r["successes"] / r["n"]
             ax.barh(y, share, height=height * 0.9, color=colours[j % len(colours)],
-                    label=short(policy, 40) if i == 0 else None)
+                    label=names[policy] if i == 0 else None)
             ax.text(share + 0.01, y, f"{r['successes']}/{r['n']}", va="center", fontsize=6,
                     color="black")
     ax.set_yticks(range(len(shown)), [short(t, 36) for t in shown], fontsize=7)
@@ -221,10 +244,10 @@ def tally_figure(records: Sequence[dict[str, Any]]):
     ax.set_xlabel("successes / clean attempts")
     more = f" (first {len(shown)} of {len(tasks)} tasks)" if len(shown) < len(tasks) else ""
     ax.set_title(f"per-task tally{more}")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(frameon=False, fontsize=7, loc="lower right")
+    if ax.get_legend_handles_labels()[0]:  # above the bars, never over them
+        fig.legend(frameon=False, fontsize=7, loc="outside upper center",
+                   ncol=min(len(policies), 3))
     ax.spines[["top", "right"]].set_visible(False)
-    fig.tight_layout()
     return fig
 
 
@@ -242,5 +265,6 @@ def posteriors_figure(records: Sequence[dict[str, Any]]):
         ab = posterior(r["n"], r["successes"])
         band = bands.names[assign(band_masses([ab], bands.edges)[0])]
         panels.setdefault(r["policy"], []).append(Posterior(r["task_id"], *ab, band))
-    return posterior_figure([(short(p, 60), ps) for p, ps in panels.items()], bands.edges,
+    names = shorts(panels, 60)
+    return posterior_figure([(names[p], ps) for p, ps in panels.items()], bands.edges,
                             bands.names)
