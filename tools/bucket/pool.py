@@ -168,15 +168,27 @@ def _reason(task_id: str, c: TaskRuns, band: str, p_keep: float, rules: Rules,
     return KEPT if kept else BAND
 
 
+def open_range(threshold: float, keep_if: float | None) -> tuple[float, float]:
+    """(lo, hi): a decision is open while lo < P(kept bands) < hi. A decision is settled when it
+    is right with probability >= `threshold`: a kept task when P(kept) >= threshold, a dropped
+    one when P(kept) <= 1 - threshold. With --keep-if Q the cut between them is Q, so the open
+    range is (min(1 - P, Q), max(P, Q)): a task --keep-if drops at p_keep 0.87 with P = 0.8 is
+    wrong with probability 0.87, and stays open."""
+    if keep_if is None:
+        return 1 - threshold, threshold
+    return min(1 - threshold, keep_if), max(threshold, keep_if)
+
+
 def uncertain(records: Iterable[dict[str, Any]], threshold: float, rules: Rules) -> Iterator[dict]:
     """Tasks whose keep/drop decision is not settled at `threshold` (> 1/2): P(kept bands)
-    strictly between 1 - threshold and threshold, or fewer clean runs than the rules need (the
-    unprobed among them). Tasks dropped for overlap or by the reference are left out: more
-    probes cannot change them."""
+    inside open_range (1 - threshold to threshold, widened to --keep-if's Q), or fewer clean
+    runs than the rules need (the unprobed among them). Tasks dropped for overlap or by the
+    reference are left out: more probes cannot change them."""
+    lo, hi = open_range(threshold, rules.keep_if)
     for d in records:
         if d["reason"] in (BENCHMARK_OVERLAP, UNSOLVED_BY_REFERENCE):
             continue
-        if 1 - threshold < d["p_keep"] < threshold or d["n"] < max(rules.min_clean_runs, 1):
+        if lo < d["p_keep"] < hi or d["n"] < max(rules.min_clean_runs, 1):
             yield d
 
 
