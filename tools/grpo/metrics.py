@@ -46,7 +46,7 @@ def update_metrics(stats: dict[str, float], rollout_is: str) -> dict[str, Any]:
     sampler log-prob) and, with rollout_is on, the importance weights."""
     on = rollout_is != "off" and bool(stats.get("mismatch_tokens"))
     return {
-        "loss": stats.get("loss", 0.0), "grad_norm": stats.get("grad_norm"),
+        "loss": stats.get("loss"), "grad_norm": stats.get("grad_norm"),  # None: a skipped step
         "clip_frac": _ratio(stats, "clipped_low", "tokens") + _ratio(stats, "clipped_high", "tokens"),
         "clip_frac_low": _ratio(stats, "clipped_low", "tokens"),
         "clip_frac_high": _ratio(stats, "clipped_high", "tokens"),
@@ -95,7 +95,7 @@ def step_metrics(step: int, c: Collected, samples: list[Sample], stats: dict[str
         **role_usage([e for g in c.generated for e in g.episodes]),
         **update_metrics(stats, rollout_is),
         "skipped": skipped, "step_s": round(step_s, 3), "rollout_s": round(rollout_s, 3),
-        "update_s": round(update_s, 3), "tokens_per_s": round(tokens / update_s, 1) if update_s and tokens else 0.0,
+        "update_s": round(update_s, 3), "tokens_per_s": round(tokens / update_s, 1) if update_s and tokens and not skipped else None,
         "rounds_log": c.log,
     }
 

@@ -341,7 +341,8 @@ class Trainer:
             log(f"step {self.step} round {entry['round']}: {entry['tasks']} task(s), "
                 f"{entry['informative']} informative, {entry['zero_variance']} zero-variance, "
                 f"{entry['system_error']} with a system error")
-        log(f"step {self.step}: {step_line(metrics)}, loss {metrics['loss']:.4g}, "
+        loss = "no update" if metrics["loss"] is None else f"loss {metrics['loss']:.4g}"
+        log(f"step {self.step}: {step_line(metrics)}, {loss}, "
             f"{metrics['step_s']:.1f}s")
 
     def run(self) -> list[dict[str, Any]]:
