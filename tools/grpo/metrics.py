@@ -107,3 +107,9 @@ def step_line(metrics: dict[str, Any], last_eval: float | None = None) -> str:
             f"{'n/a' if reward is None else f'{reward:.3f}'}")
     score = metrics.get("eval_pass_at_1", last_eval)
     return line + (f", eval pass@1 {score:.3f}" if score is not None else "")
+
+
+def step_log(metrics: dict[str, Any]) -> str:
+    """The log line of a finished step: step_line, its loss ('no update' when skipped), its time."""
+    loss = "no update" if metrics["loss"] is None else f"loss {metrics['loss']:.4g}"
+    return f"{step_line(metrics)}, {loss}, {metrics['step_s']:.1f}s"

@@ -84,7 +84,7 @@ from endstate.grpo.engine import (
     resolve_ds_config,
 )
 from endstate.grpo.evaluation import Evaluation
-from endstate.grpo.metrics import loss_config, reduce_stats, step_line, step_metrics
+from endstate.grpo.metrics import loss_config, reduce_stats, step_line, step_log, step_metrics
 from endstate.grpo.retire import Retirement
 from endstate.grpo.rollouts import run_groups
 from endstate.grpo.sampling import Collected, Group, PoolSampler, collect
@@ -341,9 +341,7 @@ class Trainer:
             log(f"step {self.step} round {entry['round']}: {entry['tasks']} task(s), "
                 f"{entry['informative']} informative, {entry['zero_variance']} zero-variance, "
                 f"{entry['system_error']} with a system error")
-        loss = "no update" if metrics["loss"] is None else f"loss {metrics['loss']:.4g}"
-        log(f"step {self.step}: {step_line(metrics)}, {loss}, "
-            f"{metrics['step_s']:.1f}s")
+        log(f"step {self.step}: {step_log(metrics)}")
 
     def run(self) -> list[dict[str, Any]]:
         cfg = self.cfg
