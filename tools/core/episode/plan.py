@@ -118,6 +118,27 @@ def load_tasks(paths: Iterable[str], skip: SkipLog | None) -> list[dict[str, Any
     return [task for _, task in read_tasks(paths, skip)]
 
 
+# The splits no policy may train on: `bench`, held out from the domains that have training tasks,
+# and `ood`, the benchmark of domains with no training task at all (docs/domains.md).
+HELD_OUT_SPLITS = ("bench", "ood")
+NAMED = 10  # held-out tasks a refusal names; it counts the rest
+
+
+def refuse_held_out(tasks: Iterable[dict[str, Any]], source: str, flag: str) -> None:
+    """The leak guard of a training pool (bucket --tasks, grpo's pool): stop when `source` holds
+    tasks of a held-out split, naming them. A policy trained on its benchmark tasks makes the
+    benchmark measure nothing; `flag` is how a user says they mean it."""
+    held = [t for t in tasks if t.get("split") in HELD_OUT_SPLITS]
+    if not held:
+        return
+    names = ", ".join(f"{t['id']} ({t['split']})" for t in held[:NAMED])
+    more = f" and {len(held) - NAMED} more" if len(held) > NAMED else ""
+    raise EndstateError(
+        f"{source}: {len(held)} task(s) of a held-out split ({', '.join(HELD_OUT_SPLITS)}) would "
+        f"go into a training pool: {names}{more}. Train on the train split (`grade tasks --split "
+        f"train --full`), or pass {flag} if you mean to train on them")
+
+
 @dataclass(frozen=True)
 class TaskFilter:
     """Which tasks to take: `--task ID` and `--tag TAG` (rollout, probe), `--domain`, `--split` and
