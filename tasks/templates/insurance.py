@@ -39,7 +39,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import taskgen
 from insurance_claims import driver_claim, lapsed_claim, settle_claim, split_claim
-from insurance_entities import DEDUCTIBLES, STORIES, TODAY, Ids, Scene, identify, lookup, physical, who
+from insurance_entities import (
+    DEDUCTIBLES,
+    STORIES,
+    TODAY,
+    Ids,
+    Scene,
+    identify,
+    lookup,
+    physical,
+    who,
+)
 from taskgen import allow, approx, call, money, only, row, said, say, user
 
 SEED = 20260310
@@ -94,7 +104,7 @@ def change_deductible(s: Scene) -> dict:
     cars = [s.vehicle(p, physical(s)) for _ in range(rng.choice((1, 2)))]
     v = rng.choice(cars)
     kind = rng.choice(("collision", "comprehensive"))
-    old = [r for r in s.init["coverages"] if r["vehicle_id"] == v["id"] and r["kind"] == kind][0]
+    old = next(r for r in s.init["coverages"] if r["vehicle_id"] == v["id"] and r["kind"] == kind)
     new = rng.choice([d for d in DEDUCTIBLES if d != old["deductible"]])
     odd = s.ids.variant("change-deductible", ("plain", "odd")) == "odd"
     asked = new + 250 if odd and new < 2000 else new

@@ -159,7 +159,7 @@ def _lapse_day(months: int) -> date:
 def driver_claim(s: Scene) -> dict:
     rng, c = s.rng, s.customer()
     p = s.policy(c)
-    holder, kin = s.household(c, p, 1)
+    _, kin = s.household(c, p, 1)
     variant = s.ids.variant("driver-claim", ("excluded", "removed", "excluded", "friend"))
     if variant != "friend":
         kin["status"] = variant
