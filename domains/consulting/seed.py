@@ -120,8 +120,12 @@ def _clients(rng: random.Random, rows: Rows) -> dict[str, dict[str, float]]:
 
 
 def _fits(rows: Rows, eid: str, capacity: float, start: date, end: date, hours: float) -> bool:
-    booked = sum(h for s, e, h in rows.booked.get(eid, ()) if s <= end and e >= start)
-    return booked + hours <= capacity
+    """The new assignment fits the person's capacity as policy.md counts it (the hours of every
+    assignment overlapping its dates), and leaves each assignment it overlaps within it too."""
+    mine = rows.booked.get(eid, [])
+    overlapping = [(s, e, h) for s, e, h in mine if s <= end and e >= start]
+    return all(sum(h for s2, e2, h in mine if s2 <= e and e2 >= s) + hours <= capacity
+               for s, e, _ in [(start, end, 0.0), *overlapping])
 
 
 def _engagement(rng: random.Random, rows: Rows, n: int, rates: dict) -> None:
