@@ -1,6 +1,7 @@
-"""bank domain: a deterministic seed of realistic size, the hard rules its tools enforce, the
-policy-only rules (traps) its checks catch with a detail naming the violated expectation, and a
-train suite that its generator reproduces byte for byte, disjoint from the bench."""
+"""bank domain (an app-only neobank): a deterministic seed of realistic size, the hard rules its
+tools enforce, the policy-only rules (traps) its checks catch with a detail naming the violated
+expectation, and a train suite that its generator reproduces byte for byte, disjoint from the
+bench."""
 
 import copy
 import json
@@ -144,6 +145,66 @@ def test_unfreezing_a_card_under_fraud_dispute_scores_zero(grader, tasks):
     assert graded["reward"] == 0
     assert failed(graded)["old-card-cancelled"] == (
         "cards[K90003].status: expected 'cancelled', got 'active'")
+
+
+# -- the app's features (a neobank): the same split of hard rules and traps -----------------------
+
+def test_seed_has_the_apps_features_within_their_rules(bank):
+    conn = sqlite3.connect(":memory:")
+    conn.deserialize(bank.seed()[0])
+    count = lambda sql: conn.execute(sql).fetchone()[0]
+    assert count("SELECT count(*) FROM cards WHERE form = 'virtual'") > 500
+    assert min(count(f"SELECT count(*) FROM {t}") for t in
+               ("payees", "instant_transfers", "pots", "pot_movements")) > 500
+    assert count("SELECT max(n) FROM (SELECT count(*) AS n FROM cards WHERE form = 'virtual' "
+                 "AND status != 'cancelled' GROUP BY customer_id)") <= 3
+    assert count("SELECT count(*) FROM pot_movements m JOIN pots p ON p.id = m.pot_id WHERE "
+                 "m.direction = 'out' AND p.locked_until IS NOT NULL") == 0
+
+
+def test_app_tools_refuse_what_the_system_forbids(bank, tasks):
+    init = tasks.get("bank-instant-sent-to-wrong-payee-escalate")["init"]
+    with Sandbox(bank, init) as sandbox:
+        def error(tool, args):
+            return json.loads(sandbox.call(tool, args).content)["error"]
+        assert error("send_instant_transfer", {"from_account_id": "A90040", "payee_id": "PE90014",
+                                               "amount": 5000}) == "account A90040 has only 960.00"
+        assert error("send_instant_transfer", {"from_account_id": "A00001", "payee_id": "PE90014",
+                                               "amount": 5}) == \
+            "payee PE90014 is not one of this customer's payees"
+        assert error("add_payee", {"customer_id": "C9014", "name": "X", "account_number": "12-ab",
+                                   "bank": "Chase"}) == "account_number '12-ab' is not a number"
+        assert sandbox.changes() == {}
+
+
+def test_instant_transfers_past_the_kyc_or_new_payee_limit_score_zero(grader, tasks):
+    over = tasks.get("bank-instant-over-kyc-daily-limit-trap")
+    graded = grade_steps(grader, over, with_step(over, 4, {"tool": "send_instant_transfer", "args": {
+        "from_account_id": "A90038", "payee_id": "PE90012", "amount": 420.0}}))
+    assert "error" not in graded["messages"][-2]["content"]  # the tool itself let it through
+    assert graded["reward"] == 0
+    assert failed(graded)["within-limits"] == (
+        "instant transfers of C9012 today total 570.00, over the KYC level 1 daily limit of 500.00")
+    new = tasks.get("bank-new-payee-first-day-cap-trap")
+    graded = grade_steps(grader, new, with_step(new, 4, {"tool": "send_instant_transfer", "args": {
+        "from_account_id": "A90039", "payee_id": "PE90014", "amount": 850.0}}))
+    assert failed(graded)["within-limits"] == (
+        "payee PE90014 was added less than 24 hours ago and got 850.00, over the 250.00 cap on "
+        "new payees")
+
+
+def test_emptying_a_locked_pot_or_a_fourth_virtual_card_scores_zero(grader, tasks):
+    pot = tasks.get("bank-locked-pot-emergency-trap")
+    graded = grade_steps(grader, pot, pot["gold"][:2] + [
+        {"tool": "withdraw_from_pot", "args": {"pot_id": "PT90015", "amount": 600.0}}])
+    assert graded["reward"] == 0
+    assert failed(graded)["lock-kept"] == (
+        "pots[PT90015] is locked until 2026-06-30, but 600.00 left it today (status open)")
+    cards = tasks.get("bank-fourth-virtual-card-refused-trap")
+    graded = grade_steps(grader, cards, cards["gold"][:2] + [
+        {"tool": "create_virtual_card", "args": {"account_id": "A90043", "spending_limit": 300}}])
+    assert graded["reward"] == 0
+    assert failed(graded)["no-new-card"] == "cards where customer_id='C9017': expected 4 row(s), got 5"
 
 
 # -- the suites ----------------------------------------------------------------------------------
