@@ -133,10 +133,12 @@ def refuse_held_out(tasks: Iterable[dict[str, Any]], source: str, flag: str) -> 
         return
     names = ", ".join(f"{t['id']} ({t['split']})" for t in held[:NAMED])
     more = f" and {len(held) - NAMED} more" if len(held) > NAMED else ""
+    per_split = ", ".join(f"{split} {n}" for split in HELD_OUT_SPLITS
+                          if (n := sum(t["split"] == split for t in held)))
     raise EndstateError(
-        f"{source}: {len(held)} task(s) of a held-out split ({', '.join(HELD_OUT_SPLITS)}) would "
-        f"go into a training pool: {names}{more}. Train on the train split (`grade tasks --split "
-        f"train --full`), or pass {flag} if you mean to train on them")
+        f"{source}: {len(held)} task(s) of a held-out split ({per_split}) would go into a "
+        f"training pool: {names}{more}. Train on the train split (`grade tasks --split train "
+        f"--full`), or pass {flag} if you mean to train on them")
 
 
 @dataclass(frozen=True)
