@@ -8,6 +8,8 @@
 #   -> transfer, base and trained: a hand-written retail bench slice (in distribution: a domain it
 #      trained on) and a slice of the out-of-distribution benchmark (tasks/ood: domains, databases
 #      and tools it never saw), side by side in one `evalstats compare --by split` table.
+#   -> one page with every seed's comparison and figures (evalstats report), and one for the
+#      bench and ood slices.
 #
 # Sizes and seeds come from the environment (make demo-learn LEARN_SEEDS="0 1 2" ...); every file
 # lands in $LEARN_OUT. Each stage resumes, so rerunning after an interruption skips finished work.
@@ -96,7 +98,17 @@ for seed in $SEEDS; do
     "$OUT/transfer_base.jsonl" "$run/transfer_trained.jsonl" > "$run/transfer_compare.txt"
 done
 
-stage "done: base -> trained, per seed (tables in $OUT/seed-*/)"
+stage "evalstats report: base and every seed's trained policy on the held-out split; the bench and ood slices"
+pairs=() graded=(--graded "$OUT/heldout_base_episodes.jsonl")
+for seed in $SEEDS; do
+  pairs+=(--compare "$OUT/heldout_base.jsonl" "$OUT/seed-$seed/heldout_trained.jsonl")
+  graded+=(--graded "$OUT/seed-$seed/heldout_trained_episodes.jsonl")
+done
+$BIN/evalstats report "${pairs[@]}" "${graded[@]}" -o "$OUT/report.html"
+$BIN/evalstats report --compare "$OUT/transfer_base.jsonl" "$OUT/seed-${SEEDS%% *}/transfer_trained.jsonl" \
+  --tasks "$OUT/transfer_tasks.jsonl" -o "$OUT/bench_report.html"  # retail (bench), insurance and consulting (ood)
+
+stage "done: base -> trained, per seed (tables in $OUT/seed-*/, pages $OUT/report.html and $OUT/bench_report.html)"
 for seed in $SEEDS; do
   printf '\nseed %s, held out (unseen instances of the trained templates):\n' "$seed"
   cat "$OUT/seed-$seed/heldout_compare.txt"

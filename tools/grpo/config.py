@@ -19,6 +19,7 @@ from endstate.grpo.algorithm import LOSS_AGGREGATIONS
 from endstate.grpo.correction import IS_LEVELS
 
 ROLLOUT_ENGINES = ("local", "vllm")
+REPORT_TO = ("tensorboard", "wandb")
 # Sampling settings the trainer cannot compute its log-probs under: (the value that changes
 # nothing, why). The update's ratio π_θ/π_old is only right when both are the distribution the
 # tokens were drawn from (docs/grpo.md).
@@ -75,6 +76,22 @@ class TrainConfig(EpisodeSettings):
     jobs: int = 64  # episodes in flight per rank: prompts per generate() call
     vllm_gpu_memory: float = 0.35  # fraction of GPU memory vLLM may take when colocated
     vllm_max_batched_tokens: int = 4096  # vLLM's max_num_batched_tokens (TRL's colocate value)
+    # the simulated user and the judge: rollout's and probe's flags, same names and meanings
+    user: str = "scripted"  # scripted (the task's script) | llm (a served chat model)
+    user_url: list[str] = field(default_factory=list)  # --user llm: OpenAI-compatible base URLs
+    user_model: str | None = None
+    user_seed: bool = True  # send the episode's seed with each user request (reproducible answers)
+    judge_model: str | None = None  # judge checks: the model answering YES/NO
+    judge_base_url: str | None = None
+    judge_cache: str | None = None  # SQLite file of cached verdicts
+    timeout: float | None = None  # seconds per call of the user's and the judge's models
+    retries: int = 4  # calls per request in all, with backoff, before a system error
+    # a held-out evaluation during the run (grpo/evaluation.py)
+    eval_tasks: str | None = None  # task JSONL, never trained on
+    eval_every: int = 0  # steps between evaluations (step 0 and the last step always); 0: those two
+    eval_repeats: int = 4  # attempts per eval task
+    # dashboards (grpo/dashboards.py): tensorboard (OUT/tb), wandb (offline without a network), none
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])
     # bookkeeping
     seed: int = 0
     save_freq: int = 5
@@ -146,6 +163,7 @@ class TrainConfig(EpisodeSettings):
                 raise EndstateError(f"{name} must be a positive number of GB (or unset)")
         if self.top_k is not None and self.top_k < 1:
             raise EndstateError(f"top_k {self.top_k}: at least 1 (or unset: off)")
+        self._validate_user_judge_eval()
         if self.group_size < 2:
             raise EndstateError("group_size must be at least 2: advantages compare rollouts of a task")
         if (self.batch_tasks * self.group_size) % self.world:
@@ -153,6 +171,19 @@ class TrainConfig(EpisodeSettings):
                 f"batch_tasks × group_size = {self.batch_tasks * self.group_size} is not divisible by "
                 f"the data-parallel size {self.world} ({self.nodes} node(s) × {self.gpus_per_node}); "
                 "change --batch-tasks, --group-size or the topology")
+
+    def _validate_user_judge_eval(self) -> None:
+        if self.user not in ("scripted", "llm"):
+            raise EndstateError(f"user {self.user!r}: choose scripted or llm")
+        if self.user == "llm" and not (self.user_url and self.user_model):
+            raise EndstateError("--user llm needs --user-url and --user-model (YAML: user_url, user_model)")
+        if bool(self.judge_model) != bool(self.judge_base_url):
+            raise EndstateError("a judge needs both --judge-model and --judge-base-url")
+        if self.eval_every < 0 or self.eval_repeats < 1:
+            raise EndstateError("eval_every is 0 or more steps and eval_repeats at least 1")
+        unknown = sorted(set(self.report_to) - {*REPORT_TO, "none"})
+        if unknown:
+            raise EndstateError(f"report_to {unknown}: choose from {', '.join(REPORT_TO)} or none")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -207,7 +238,7 @@ def resolve(yaml_path: str | None, flags: dict[str, Any]) -> TrainConfig:
     values = {**load_yaml(yaml_path), **{k: v for k, v in flags.items() if v is not None}}
     if isinstance(values.get("stop"), (str, tuple)):  # one stop string, or --stop repeated
         values["stop"] = [values["stop"]] if isinstance(values["stop"], str) else list(values["stop"])
-    for k in ("domains", "keep", "base_attempts"):
+    for k in ("domains", "keep", "base_attempts", "user_url", "report_to"):
         if isinstance(values.get(k), (str, tuple)):
             v = values[k]
             values[k] = [x for x in (v.split(",") if isinstance(v, str) else v) if x]
