@@ -287,9 +287,9 @@ def test_cli_refuses_candidates_of_a_held_out_split_naming_them(files):
     assert result.exit_code == 2
     named = ", ".join(f"b-{i} (bench)" for i in range(10))
     assert result.stderr == (
-        f"{tasks}: 12 task(s) of a held-out split (bench 11, ood 1) would go into a training pool: "
-        f"{named} and 2 more. Train on the train split (`grade tasks --split train --full`), or "
-        "pass --allow-bench if you mean to train on them\n")
+        f"12 task(s) of a held-out split (bench 11, ood 1) in {tasks} would go into a training "
+        f"pool: {named} and 2 more; train on the train split (`grade tasks --split train --full`), "
+        "or pass --allow-bench if you mean to train on them\n")
     assert result.stdout == ""
     allowed = run(["--all", "--allow-bench", "--tasks", tasks, files["att"]])
     assert allowed.exit_code == 0 and len(lines(allowed.stdout)) == 13

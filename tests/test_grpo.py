@@ -338,8 +338,8 @@ def test_a_pool_with_benchmark_tasks_is_refused_naming_them(tmp_path):
     args = ["train", "--pool", str(pool), "--out", str(tmp_path / "r"), "--dry-run"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2, result.output
-    assert f"{pool}: 1 task(s) of a held-out split (bench 1) would go into a training pool: " \
-        f"{bench['id']} (bench)." in result.output
+    assert f"1 task(s) of a held-out split (bench 1) in {pool} would go into a training pool: " \
+        f"{bench['id']} (bench);" in result.output
     assert "--allow-bench (YAML: allow_bench: true)" in result.output
     assert CliRunner().invoke(cli, [*args, "--allow-bench"]).exit_code == 0
     y = tmp_path / "c.yaml"

@@ -120,29 +120,6 @@ def load_tasks(paths: Iterable[str], skip: SkipLog | None) -> list[dict[str, Any
     return [task for _, task in read_tasks(paths, skip)]
 
 
-# The splits no policy may train on: `bench`, held out from the domains that have training tasks,
-# and `ood`, the benchmark of domains with no training task at all (docs/domains.md).
-HELD_OUT_SPLITS = ("bench", "ood")
-NAMED = 10  # held-out tasks a refusal names; it counts the rest
-
-
-def refuse_held_out(tasks: Iterable[dict[str, Any]], source: str, flag: str) -> None:
-    """The leak guard of a training pool (bucket --tasks, grpo's pool): stop when `source` holds
-    tasks of a held-out split, naming them. A policy trained on its benchmark tasks makes the
-    benchmark measure nothing; `flag` is how a user says they mean it."""
-    held = [t for t in tasks if t.get("split") in HELD_OUT_SPLITS]
-    if not held:
-        return
-    names = ", ".join(f"{t['id']} ({t['split']})" for t in held[:NAMED])
-    more = f" and {len(held) - NAMED} more" if len(held) > NAMED else ""
-    per_split = ", ".join(f"{split} {n}" for split in HELD_OUT_SPLITS
-                          if (n := sum(t["split"] == split for t in held)))
-    raise EndstateError(
-        f"{source}: {len(held)} task(s) of a held-out split ({per_split}) would go into a "
-        f"training pool: {names}{more}. Train on the train split (`grade tasks --split train "
-        f"--full`), or pass {flag} if you mean to train on them")
-
-
 @dataclass(frozen=True)
 class TaskFilter:
     """Which tasks to take: `--task ID` and `--tag TAG` (rollout, probe), `--domain`, `--split` and
@@ -270,6 +247,24 @@ def refuse(ids: list[str], problem: str, fix: str) -> None:
     if ids:
         shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
         raise EndstateError(f"{len(ids)} task(s) {problem}: {shown}; {fix}")
+
+
+# The splits no policy may train on: `bench`, held out from the domains that have training tasks,
+# and `ood`, the benchmark of domains with no training task at all (docs/domains.md).
+HELD_OUT_SPLITS = ("bench", "ood")
+
+
+def refuse_held_out(tasks: Iterable[Mapping[str, Any]], source: str, flag: str) -> None:
+    """The leak guard of a training pool (bucket --tasks, grpo's pool): exit 2 when `source` holds
+    tasks of a held-out split, naming them. A policy trained on its benchmark tasks makes the
+    benchmark measure nothing; `flag` is how a user says they mean it."""
+    held = [t for t in tasks if t.get("split") in HELD_OUT_SPLITS]
+    per_split = ", ".join(f"{split} {n}" for split in HELD_OUT_SPLITS
+                          if (n := sum(t["split"] == split for t in held)))
+    refuse([f"{t['id']} ({t['split']})" for t in held],
+           f"of a held-out split ({per_split}) in {source} would go into a training pool",
+           f"train on the train split (`grade tasks --split train --full`), or pass {flag} if you "
+           "mean to train on them")
 
 
 def refuse_unplayable(tasks: Iterable[dict[str, Any]], user: str) -> None:
