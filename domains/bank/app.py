@@ -11,7 +11,7 @@ the task checks:
 - create_virtual_card neither counts the customer's virtual cards nor looks at their KYC cap.
 """
 
-from endstate.core.env.tools import Db, ToolError, tool
+from endstate.core.env.tools import Db, ToolError, iso_date, positive_cents, tool
 
 from . import common
 
@@ -53,7 +53,7 @@ def create_virtual_card(db: Db, account_id: str, spending_limit: float) -> dict:
         spending_limit: Its daily spending limit in dollars.
     """
     account = _active_account(db, account_id)
-    limit = common.cents(spending_limit, "spending_limit")
+    limit = positive_cents(spending_limit, "spending_limit")
     if limit > common.SYSTEM_MAX_SPENDING_LIMIT:
         raise ToolError("the system maximum spending limit is "
                         f"{common.SYSTEM_MAX_SPENDING_LIMIT:,.2f}")
@@ -101,7 +101,7 @@ def send_instant_transfer(db: Db, from_account_id: str, payee_id: str, amount: f
     payee = db.get("payees", payee_id, "payee")
     if payee["customer_id"] != account["customer_id"]:
         raise ToolError(f"payee {payee_id} is not one of this customer's payees")
-    amount = common.cents(amount)
+    amount = positive_cents(amount)
     if account["balance"] < amount:
         raise ToolError(f"account {from_account_id} has only {account['balance']:,.2f}")
     transfer_id = db.next_id("instant_transfers", "IT", 5)
@@ -129,8 +129,8 @@ def create_pot(db: Db, account_id: str, name: str, goal: float | None = None,
     _active_account(db, account_id)
     lock = None
     if locked_until is not None:
-        lock = common.parse_date(locked_until, "locked_until")
-        if lock <= common.today(db):
+        lock = iso_date(locked_until, "locked_until")
+        if lock <= db.today:
             raise ToolError(f"locked_until {lock} is not in the future")
     pot_id = db.next_id("pots", "PT", 5)
     db.run("INSERT INTO pots VALUES (?, ?, ?, 0, ?, ?, 'open', ?)", pot_id, account_id,
@@ -147,7 +147,7 @@ def move_to_pot(db: Db, pot_id: str, amount: float) -> dict:
         amount: The amount in dollars.
     """
     pot = _open_pot(db, pot_id)
-    amount = common.cents(amount)
+    amount = positive_cents(amount)
     balance = db.value("SELECT balance FROM accounts WHERE id = ?", pot["account_id"])
     if balance < amount:
         raise ToolError(f"account {pot['account_id']} has only {balance:,.2f}")
@@ -164,7 +164,7 @@ def withdraw_from_pot(db: Db, pot_id: str, amount: float) -> dict:
         amount: The amount in dollars.
     """
     pot = _open_pot(db, pot_id)
-    amount = common.cents(amount)
+    amount = positive_cents(amount)
     if pot["balance"] < amount:
         raise ToolError(f"pot {pot_id} holds only {pot['balance']:,.2f}")
     movement = _move(db, pot, "out", amount)

@@ -21,7 +21,15 @@ Money is REAL dollars with 2 decimals; amounts are rounded to the cent on the wa
 
 from typing import Literal
 
-from endstate.core.env.tools import Db, ToolError, customer_finder, tool
+from endstate.core.env.tools import (
+    Db,
+    ToolError,
+    customer_finder,
+    escalator,
+    iso_date,
+    positive_cents,
+    tool,
+)
 
 from . import common
 
@@ -80,11 +88,11 @@ def get_account(db: Db, account_id: str) -> dict:
     account["transfers_out_today"] = db.all(
         "SELECT id, to_account_id, amount, created_at FROM transfers "
         "WHERE from_account_id = ? AND created_at >= ? ORDER BY id", account_id,
-        common.today(db))
+        db.today)
     account["sent_today"] = round(sum(t["amount"] for t in account["transfers_out_today"]), 2)
     account["instant_transfers_today"] = db.all(
         "SELECT id, payee_id, amount, created_at FROM instant_transfers WHERE account_id = ? AND "
-        "created_at >= ? ORDER BY id", account_id, common.today(db))
+        "created_at >= ? ORDER BY id", account_id, db.today)
     account["open_disputes"] = db.all(
         "SELECT id, transaction_id, reason, amount, provisional_credit FROM disputes "
         "WHERE account_id = ? AND status = 'open' ORDER BY id", account_id)
@@ -116,10 +124,10 @@ def list_transactions(db: Db, account_id: str, merchant: str | None = None,
         params.append(f"%{merchant.strip()}%")
     if since:
         sql += " AND posted_at >= ?"
-        params.append(common.parse_date(since, "since"))
+        params.append(iso_date(since, "since"))
     if until:
         sql += " AND posted_at < date(?, '+1 day')"
-        params.append(common.parse_date(until, "until"))
+        params.append(iso_date(until, "until"))
     if status:
         sql += " AND status = ?"
         params.append(status)
@@ -206,7 +214,7 @@ def change_card_limit(db: Db, card_id: str, new_limit: float) -> dict:
         new_limit: The new daily spending limit in dollars, e.g. 2500.
     """
     card = common.open_card(db, card_id)
-    new_limit = common.cents(new_limit, "new_limit")
+    new_limit = positive_cents(new_limit, "new_limit")
     if new_limit > common.SYSTEM_MAX_SPENDING_LIMIT:
         raise ToolError("the system maximum spending limit is "
                         f"{common.SYSTEM_MAX_SPENDING_LIMIT:,.2f}")
@@ -225,7 +233,7 @@ def request_limit_increase(db: Db, card_id: str, requested_limit: float, reason:
         reason: Why the customer needs it.
     """
     card = common.open_card(db, card_id)
-    requested_limit = common.cents(requested_limit, "requested_limit")
+    requested_limit = positive_cents(requested_limit, "requested_limit")
     if requested_limit <= card["spending_limit"]:
         raise ToolError(f"card {card_id} already has a limit of {card['spending_limit']:,.2f}")
     if db.one("SELECT id FROM limit_requests WHERE card_id = ? AND status = 'pending'", card_id):
@@ -248,9 +256,9 @@ def add_travel_notice(db: Db, card_id: str, destination: str, start_date: str,
         end_date: Last day of the trip (YYYY-MM-DD).
     """
     common.open_card(db, card_id)
-    start = common.parse_date(start_date, "start_date")
-    end = common.parse_date(end_date, "end_date")
-    if start < common.today(db):
+    start = iso_date(start_date, "start_date")
+    end = iso_date(end_date, "end_date")
+    if start < db.today:
         raise ToolError(f"start_date {start} is in the past")
     if end < start:
         raise ToolError("end_date is before start_date")
@@ -286,7 +294,7 @@ def open_dispute(db: Db, transaction_id: str,
                         "posted")
     if tx["status"] == "disputed":
         raise ToolError(f"transaction {transaction_id} is already disputed")
-    amount = tx["amount"] if amount is None else common.cents(amount)
+    amount = tx["amount"] if amount is None else positive_cents(amount)
     if amount > tx["amount"]:
         raise ToolError(f"the disputed amount cannot exceed the transaction's {tx['amount']:,.2f}")
     card_status = db.value("SELECT status FROM cards WHERE id = ?", tx["card_id"])
@@ -332,7 +340,7 @@ def transfer_funds(db: Db, from_account_id: str, to_account_id: str, amount: flo
         amount: The amount in dollars, e.g. 250.75.
         memo: A short note, optional.
     """
-    amount = common.cents(amount)
+    amount = positive_cents(amount)
     src = db.get("accounts", from_account_id, "account")
     dst = db.get("accounts", to_account_id, "account")
     if src["id"] == dst["id"]:
@@ -354,21 +362,7 @@ def transfer_funds(db: Db, from_account_id: str, to_account_id: str, amount: flo
             "to_balance": round(dst["balance"] + amount, 2)}
 
 
-@tool(writes=True)
-def escalate(db: Db, summary: str, customer_id: str | None = None,
-             reference: str | None = None) -> dict:
-    """Hand the case to a human specialist, with a summary of what the customer needs and why.
-
-    Args:
-        summary: What the customer asked for and why you cannot do it.
-        customer_id: The customer id, if known.
-        reference: The account, card, transaction or dispute id concerned, if any.
-    """
-    escalation_id = db.next_id("escalations", "E", 5)
-    db.run("INSERT INTO escalations VALUES (?, ?, ?, ?, ?)", escalation_id, customer_id, reference,
-           summary, db.now)
-    return {"escalation_id": escalation_id, "message": "A specialist will follow up within one "
-                                                       "business day."}
+escalate = escalator("account, card, transaction or dispute")
 
 
 # the app's own features: listed after the tools above, as the agent sees them

@@ -1,27 +1,14 @@
-"""What the consulting tools compute the same way: the clock, dates, the rate a client's card
+"""What the consulting tools compute the same way: a period, the rate a client's card
 gives a level, a consultant's booked hours and time off over a period, and an engagement's fees
 billed. The tools and checks.py read the firm's rules through these."""
 
-from datetime import date
-
-from endstate.core.env.tools import Db, ToolError
+from endstate.core.env.tools import Db, ToolError, iso_date
 
 NOW = "2026-03-16T09:00:00"  # a Monday
 
 
-def today(db: Db) -> str:
-    return db.now[:10]
-
-
-def day(text: str, what: str) -> str:
-    try:
-        return date.fromisoformat(text.strip()).isoformat()
-    except ValueError:
-        raise ToolError(f"{what} {text!r} is not a date; use YYYY-MM-DD") from None
-
-
 def period(start_date: str, end_date: str) -> tuple[str, str]:
-    start, end = day(start_date, "start_date"), day(end_date, "end_date")
+    start, end = iso_date(start_date, "start_date"), iso_date(end_date, "end_date")
     if end < start:
         raise ToolError("end_date is before start_date")
     return start, end

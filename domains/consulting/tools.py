@@ -14,7 +14,7 @@ tools asks *who* is asking. Above all:
   engagement's budget; issue_invoice issues any amount without the partner's approval.
 """
 
-from endstate.core.env.tools import Db, ToolError, tool
+from endstate.core.env.tools import Db, ToolError, employee_finder, iso_date, tool
 
 from . import rules
 
@@ -38,25 +38,7 @@ EXAMPLES = [
 
 # -- people and engagements ----------------------------------------------------------------------
 
-@tool
-def find_employee(db: Db, email: str | None = None, name: str | None = None) -> dict:
-    """Find an employee's id by work email, or by full name when it is unique.
-
-    Args:
-        email: The work email, e.g. "ada.fischer@alderfinch.example".
-        name: The full name, e.g. "Ada Fischer".
-    """
-    if email:
-        found = db.all("SELECT id FROM employees WHERE email = ?", email.strip().lower())
-    elif name:
-        found = db.all("SELECT id FROM employees WHERE name = ?", name.strip())
-    else:
-        raise ToolError("give an email or a full name")
-    if not found:
-        raise ToolError("no employee matches")
-    if len(found) > 1:
-        raise ToolError(f"{len(found)} employees are called {name.strip()}; ask for the work email")
-    return {"employee_id": found[0]["id"]}
+find_employee = employee_finder("alderfinch.example")
 
 
 @tool
@@ -68,7 +50,7 @@ def get_employee(db: Db, employee_id: str) -> dict:
         employee_id: The employee id, e.g. "E0042".
     """
     employee = db.get("employees", employee_id, "employee")
-    now = rules.today(db)
+    now = db.today
     employee["assignments"] = db.all(
         "SELECT a.id, a.engagement_id, e.name AS engagement, a.hours_per_week, a.start_date, "
         "a.end_date, a.bill_rate FROM assignments a JOIN engagements e ON e.id = a.engagement_id "
@@ -203,7 +185,7 @@ def change_assignment(db: Db, assignment_id: str, hours_per_week: float | None =
     """
     a = db.get("assignments", assignment_id, "assignment")
     hours = a["hours_per_week"] if hours_per_week is None else round(hours_per_week, 2)
-    end = a["end_date"] if end_date is None else rules.day(end_date, "end_date")
+    end = a["end_date"] if end_date is None else iso_date(end_date, "end_date")
     if not 0 < hours <= 60:
         raise ToolError("hours_per_week must be between 1 and 60")
     if end < a["start_date"]:
@@ -234,8 +216,8 @@ def list_time_entries(db: Db, engagement_id: str, status: str | None = None,
            "t.employee_id WHERE t.engagement_id = ?")
     params: list = [engagement_id]
     for clause, value in ((" AND t.status = ?", status), (" AND t.employee_id = ?", employee_id),
-                          (" AND t.work_date >= ?", since and rules.day(since, "since")),
-                          (" AND t.work_date <= ?", until and rules.day(until, "until"))):
+                          (" AND t.work_date >= ?", since and iso_date(since, "since")),
+                          (" AND t.work_date <= ?", until and iso_date(until, "until"))):
         if value:
             sql += clause
             params.append(value)
@@ -256,8 +238,8 @@ def log_time(db: Db, employee_id: str, engagement_id: str, work_date: str, hours
     """
     db.get("employees", employee_id, "employee")
     db.get("engagements", engagement_id, "engagement")
-    worked = rules.day(work_date, "work_date")
-    if worked > rules.today(db):
+    worked = iso_date(work_date, "work_date")
+    if worked > db.today:
         raise ToolError(f"work_date {worked} is in the future")
     if not 0 < hours <= 24:
         raise ToolError("hours must be between 0.25 and 24")

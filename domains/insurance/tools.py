@@ -20,7 +20,15 @@ Money is REAL dollars with 2 decimals; amounts are rounded to the cent on the wa
 from datetime import date, timedelta
 from typing import Literal
 
-from endstate.core.env.tools import Db, ToolError, customer_finder, tool
+from endstate.core.env.tools import (
+    Db,
+    ToolError,
+    customer_finder,
+    escalator,
+    iso_date,
+    positive_cents,
+    tool,
+)
 
 NOW = "2026-03-10T10:00:00"
 
@@ -41,23 +49,6 @@ EXAMPLES = [
 ]
 Coverage = Literal["liability", "collision", "comprehensive", "rental", "roadside"]
 LossType = Literal["collision", "theft", "weather", "glass", "vandalism", "animal"]
-
-
-def _today(db: Db) -> str:
-    return db.now[:10]
-
-
-def _cents(amount: float, what: str = "amount") -> float:
-    if amount <= 0:
-        raise ToolError(f"{what} must be positive")
-    return round(amount, 2)
-
-
-def _date(text: str, what: str) -> str:
-    try:
-        return date.fromisoformat(text.strip()).isoformat()
-    except ValueError:
-        raise ToolError(f"{what} {text!r} is not a date; use YYYY-MM-DD") from None
 
 
 def _open_claim(db: Db, claim_id: str) -> dict:
@@ -105,7 +96,7 @@ def get_policy(db: Db, policy_id: str) -> dict:
     """
     policy = db.get("policies", policy_id, "policy")
     if policy["status"] == "lapsed":
-        policy["overdue_premium"] = overdue_premium(policy, _today(db))[0]
+        policy["overdue_premium"] = overdue_premium(policy, db.today)[0]
     policy["vehicles"] = db.all("SELECT id, vin, year, make, model FROM vehicles "
                                 "WHERE policy_id = ? ORDER BY id", policy_id)
     for vehicle in policy["vehicles"]:
@@ -166,8 +157,8 @@ def file_claim(db: Db, policy_id: str, vehicle_id: str, loss_date: str, loss_typ
     vehicle = db.get("vehicles", vehicle_id, "vehicle")
     if vehicle["policy_id"] != policy_id:
         raise ToolError(f"vehicle {vehicle_id} is not on policy {policy_id}")
-    day = _date(loss_date, "loss_date")
-    if day > _today(db):
+    day = iso_date(loss_date, "loss_date")
+    if day > db.today:
         raise ToolError(f"loss_date {day} is in the future")
     if driver_id is not None:
         driver = db.get("drivers", driver_id, "driver")
@@ -190,7 +181,7 @@ def pay_claim(db: Db, claim_id: str, coverage: Coverage, amount: float) -> dict:
         amount: The amount paid, in dollars, after the deductible and within the limit.
     """
     claim = _open_claim(db, claim_id)
-    amount = _cents(amount)
+    amount = positive_cents(amount)
     if not db.one("SELECT kind FROM coverages WHERE vehicle_id = ? AND kind = ?",
                   claim["vehicle_id"], coverage):
         raise ToolError(f"vehicle {claim['vehicle_id']} has no {coverage} coverage")
@@ -254,7 +245,7 @@ def request_adjuster_review(db: Db, claim_id: str, amount: float, reason: str) -
         reason: What the payout is made of.
     """
     _open_claim(db, claim_id)
-    amount = _cents(amount)
+    amount = positive_cents(amount)
     if db.one("SELECT id FROM adjuster_reviews WHERE claim_id = ? AND status = 'pending'",
               claim_id):
         raise ToolError(f"claim {claim_id} already has a pending adjuster review")
@@ -277,14 +268,14 @@ def reinstate_policy(db: Db, policy_id: str) -> dict:
     policy = db.get("policies", policy_id, "policy")
     if policy["status"] != "lapsed":
         raise ToolError(f"policy {policy_id} is {policy['status']}, not lapsed")
-    owed, through = overdue_premium(policy, _today(db))
+    owed, through = overdue_premium(policy, db.today)
     payment_id = db.next_id("premium_payments", "PP", 6)
     db.run("INSERT INTO premium_payments VALUES (?, ?, ?, ?, ?)", payment_id, policy_id, owed,
            through, db.now)
     db.run("UPDATE policies SET status = 'active', paid_through = ?, reinstated_on = ?, "
-           "updated_at = ? WHERE id = ?", through, _today(db), db.now, policy_id)
+           "updated_at = ? WHERE id = ?", through, db.today, db.now, policy_id)
     return {"policy_id": policy_id, "status": "active", "charged": owed, "paid_through": through,
-            "uncovered": f"{policy['lapsed_on']} to {date.fromisoformat(_today(db)) - timedelta(days=1)}"}
+            "uncovered": f"{policy['lapsed_on']} to {date.fromisoformat(db.today) - timedelta(days=1)}"}
 
 
 @tool(writes=True)
@@ -320,7 +311,7 @@ def add_driver(db: Db, policy_id: str, name: str, license_number: str, birth_dat
         birth_date: The driver's birth date (YYYY-MM-DD).
     """
     db.get("policies", policy_id, "policy")
-    born = _date(birth_date, "birth_date")
+    born = iso_date(birth_date, "birth_date")
     driver_id = db.next_id("drivers", "DR", 5)
     db.run("INSERT INTO drivers VALUES (?, ?, ?, ?, ?, 'listed', ?)", driver_id, policy_id,
            name.strip(), license_number.strip().upper(), born, db.now)
@@ -341,18 +332,4 @@ def remove_driver(db: Db, driver_id: str) -> dict:
     return {"driver_id": driver_id, "status": "removed"}
 
 
-@tool(writes=True)
-def escalate(db: Db, summary: str, customer_id: str | None = None,
-             reference: str | None = None) -> dict:
-    """Hand the case to a human specialist, with a summary of what the customer needs and why.
-
-    Args:
-        summary: What the customer asked for and why you cannot do it.
-        customer_id: The customer id, if known.
-        reference: The policy, vehicle, driver or claim id concerned, if any.
-    """
-    escalation_id = db.next_id("escalations", "E", 5)
-    db.run("INSERT INTO escalations VALUES (?, ?, ?, ?, ?)", escalation_id, customer_id, reference,
-           summary, db.now)
-    return {"escalation_id": escalation_id,
-            "message": "A specialist will follow up within one business day."}
+escalate = escalator("policy, vehicle, driver or claim")
