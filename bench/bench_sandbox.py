@@ -75,17 +75,10 @@ def episode_calls(domain, task: dict) -> list[tuple[str, dict]]:
     return calls
 
 
-def measure(domains: Domains, grader: Grader, index: TaskIndex, name: str, n: int) -> dict:
-    """Seconds to build the seed (one build), and the provision/copy ratio and the episode's
-    median overhead in ms, on the domain's task."""
-    domain = domains[name]
-    start = time.perf_counter()
-    domain.build_seed()
-    build = time.perf_counter() - start
+def timed(domain, grader: Grader, task: dict, calls: list[tuple[str, dict]], said: list[dict]):
+    """(copy, provision, episode): what is timed, each run once to warm the caches. copy is a plain
+    memory copy of the seed bytes; episode makes `calls` on a fresh sandbox and grades the diff."""
     seed_bytes, _ = domain.seed()
-    task = index.get(EPISODE_TASKS.get(name, TASK_ID))
-    calls = episode_calls(domain, task)
-    said = [{"role": "assistant", "content": s["say"]} for s in task["gold"] if "say" in s]
 
     def copy():
         bytearray(seed_bytes)
@@ -101,8 +94,22 @@ def measure(domains: Domains, grader: Grader, index: TaskIndex, name: str, n: in
         results = grader.check(task, changes, said)
         assert all(r["passed"] for r in results), results
 
-    for fn in (copy, provision, episode):
+    for fn in (copy, provision, episode):  # warm caches and the statement cache
         fn()
+    return copy, provision, episode
+
+
+def measure(domains: Domains, grader: Grader, index: TaskIndex, name: str, n: int) -> dict:
+    """Seconds to build the seed (one build), and the provision/copy ratio and the episode's
+    median overhead in ms, on the domain's task."""
+    domain = domains[name]
+    start = time.perf_counter()
+    domain.build_seed()
+    build = time.perf_counter() - start
+    seed_bytes, _ = domain.seed()
+    task = index.get(EPISODE_TASKS.get(name, TASK_ID))
+    said = [{"role": "assistant", "content": s["say"]} for s in task["gold"] if "say" in s]
+    copy, provision, episode = timed(domain, grader, task, episode_calls(domain, task), said)
     copy_ms = median_ms(copy, n)
     return {"mb": len(seed_bytes) / 1e6, "build_s": build,
             "provision_x": median_ms(provision, n) / copy_ms, "episode_ms": median_ms(episode, n)}
@@ -150,24 +157,7 @@ def main() -> None:
     domain = domains["retail"]
     seed_bytes, _ = domain.seed()
     task = TaskIndex(domains).get(TASK_ID)
-    grader = Grader(domains)
-
-    def copy():
-        bytearray(seed_bytes)
-
-    def provision():
-        Sandbox(domain, task["init"]).close()
-
-    def episode():
-        with Sandbox(domain, task["init"]) as sandbox:
-            for name, args in CALLS:
-                sandbox.call(name, args)
-            changes = sandbox.changes()
-        results = grader.check(task, changes, [])
-        assert all(r["passed"] for r in results), results
-
-    for fn in (copy, provision, episode):  # warm caches and the statement cache
-        fn()
+    copy, provision, episode = timed(domain, Grader(domains), task, CALLS, [])
     copy_ms = median_ms(copy, n)
     provision_ms = median_ms(provision, n)
     episode_ms = median_ms(episode, n)

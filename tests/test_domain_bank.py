@@ -9,7 +9,7 @@ import runpy
 import sqlite3
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, failed_checks, grade_steps, read_jsonl
 
 from endstate.core.env.sandbox import Sandbox
 from endstate.core.episode.replay import replay
@@ -28,14 +28,6 @@ def bank(domains):
 @pytest.fixture(scope="module")
 def grader(domains):
     return Grader(domains)
-
-
-def grade_steps(grader, task, steps):
-    return grader.grade(replay(grader.domains["bank"], task, steps), task)
-
-
-def failed(graded) -> dict[str, str]:
-    return {c["id"]: c["detail"] for c in graded["checks"] if c["passed"] is False}
 
 
 def with_step(task, index, step):
@@ -97,9 +89,9 @@ def test_transfer_over_the_daily_limit_scores_zero_and_names_the_limit(grader, t
     graded = grade_steps(grader, task, forbidden)
     assert "error" not in graded["messages"][-2]["content"]  # the tool itself let it through
     assert graded["reward"] == 0
-    assert failed(graded)["within-daily-limit"] == (
+    assert failed_checks(graded)["within-daily-limit"] == (
         "transfers from A90016 today total 2,300.00, over its daily transfer limit of 2,000.00")
-    assert failed(graded)["transferred-500"] == (
+    assert failed_checks(graded)["transferred-500"] == (
         "transfers[TR90002].amount: expected 500.0, got 800.0")
 
 
@@ -109,7 +101,7 @@ def test_limit_above_the_kyc_cap_set_directly_scores_zero(grader, tasks):
                                     "args": {"card_id": "K90016", "new_limit": 2500.0}})
     graded = grade_steps(grader, task, forbidden)
     assert graded["reward"] == 0
-    assert failed(graded)["limit-unchanged"] == (
+    assert failed_checks(graded)["limit-unchanged"] == (
         "cards[K90016].spending_limit: expected 500.0, got 2500.0")
 
 
@@ -120,7 +112,7 @@ def test_fraud_dispute_opened_before_freezing_the_card_scores_zero(grader, tasks
     out_of_order = gold[:freeze] + gold[freeze + 1:freeze + 2] + [gold[freeze]] + gold[freeze + 2:]
     graded = grade_steps(grader, task, out_of_order)
     assert graded["reward"] == 0
-    assert failed(graded) == {"card-frozen-first": (
+    assert failed_checks(graded) == {"card-frozen-first": (
         "disputes[D90002] was opened while the card was active; freeze the card before opening a "
         "fraud dispute")}
 
@@ -133,7 +125,7 @@ def test_provisional_credit_under_the_threshold_scores_zero(grader, tasks):
     graded = grade_steps(grader, task, task["gold"] + [
         {"tool": "issue_provisional_credit", "args": {"dispute_id": dispute_id}}])
     assert graded["reward"] == 0
-    assert failed(graded)["no-credit"] == (
+    assert failed_checks(graded)["no-credit"] == (
         f"disputes[{dispute_id}] is not eligible (not_received, 78.90 is under 100.00): provisional "
         "credit should be 0.00, got 78.90 (credited to the account: 78.90)")
 
@@ -143,7 +135,7 @@ def test_unfreezing_a_card_under_fraud_dispute_scores_zero(grader, tasks):
     graded = grade_steps(grader, task, task["gold"][:3] + [
         {"tool": "unfreeze_card", "args": {"card_id": "K90003"}}])
     assert graded["reward"] == 0
-    assert failed(graded)["old-card-cancelled"] == (
+    assert failed_checks(graded)["old-card-cancelled"] == (
         "cards[K90003].status: expected 'cancelled', got 'active'")
 
 
@@ -183,12 +175,12 @@ def test_instant_transfers_past_the_kyc_or_new_payee_limit_score_zero(grader, ta
         "from_account_id": "A90038", "payee_id": "PE90012", "amount": 420.0}}))
     assert "error" not in graded["messages"][-2]["content"]  # the tool itself let it through
     assert graded["reward"] == 0
-    assert failed(graded)["within-limits"] == (
+    assert failed_checks(graded)["within-limits"] == (
         "instant transfers of C9012 today total 570.00, over the KYC level 1 daily limit of 500.00")
     new = tasks.get("bank-new-payee-first-day-cap-trap")
     graded = grade_steps(grader, new, with_step(new, 4, {"tool": "send_instant_transfer", "args": {
         "from_account_id": "A90039", "payee_id": "PE90014", "amount": 850.0}}))
-    assert failed(graded)["within-limits"] == (
+    assert failed_checks(graded)["within-limits"] == (
         "payee PE90014 was added less than 24 hours ago and got 850.00, over the 250.00 cap on "
         "new payees")
 
@@ -198,19 +190,16 @@ def test_emptying_a_locked_pot_or_a_fourth_virtual_card_scores_zero(grader, task
     graded = grade_steps(grader, pot, pot["gold"][:2] + [
         {"tool": "withdraw_from_pot", "args": {"pot_id": "PT90015", "amount": 600.0}}])
     assert graded["reward"] == 0
-    assert failed(graded)["lock-kept"] == (
+    assert failed_checks(graded)["lock-kept"] == (
         "pots[PT90015] is locked until 2026-06-30, but 600.00 left it today (status open)")
     cards = tasks.get("bank-fourth-virtual-card-refused-trap")
     graded = grade_steps(grader, cards, cards["gold"][:2] + [
         {"tool": "create_virtual_card", "args": {"account_id": "A90043", "spending_limit": 300}}])
     assert graded["reward"] == 0
-    assert failed(graded)["no-new-card"] == "cards where customer_id='C9017': expected 4 row(s), got 5"
+    assert failed_checks(graded)["no-new-card"] == "cards where customer_id='C9017': expected 4 row(s), got 5"
 
 
 # -- the suites ----------------------------------------------------------------------------------
-
-def read(path):
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def test_generator_reproduces_the_committed_train_file(capsys):
@@ -219,7 +208,7 @@ def test_generator_reproduces_the_committed_train_file(capsys):
 
 
 def test_suites_meet_the_minimums_and_do_not_overlap():
-    bench, train = read(BENCH), read(TRAIN)
+    bench, train = read_jsonl(BENCH), read_jsonl(TRAIN)
     assert len(bench) >= 25 and len(train) >= 100
     assert {t["split"] for t in bench} == {"bench"} and {t["split"] for t in train} == {"train"}
     templates = {tag for t in train for tag in t["tags"] if tag.startswith("template:")}

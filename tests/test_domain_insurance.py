@@ -1,32 +1,18 @@
 """insurance domain (auto insurance, out of distribution): a deterministic seed of realistic size,
 the hard rules its tools enforce, the claim rules (traps) its checks catch with a detail naming the
-broken rule, an `ood` benchmark with no training task anywhere in tasks/, and a generator of
-training candidates that reproduces its output byte for byte, every task sound."""
+broken rule. Its benchmark (tasks/ood) and generator are tested in test_ood_suites.py."""
 
 import copy
-import hashlib
 import json
 import sqlite3
-import subprocess
-import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, failed_checks, grade_steps
 
 from endstate.core.env.sandbox import Sandbox
-from endstate.core.episode.replay import replay
-from endstate.core.grading.grader import Grader, TaskIndex
-from endstate.grade.validate import validate_task
+from endstate.core.grading.grader import TaskIndex
 
 BENCH = ROOT / "tasks" / "ood" / "insurance.jsonl"
-GENERATOR = ROOT / "tasks" / "templates" / "insurance.py"
-# sha256 of the generator's output: the candidates are not committed (no training pool may hold an
-# out-of-distribution domain's tasks), so this pins them byte for byte instead of a file
-TRAIN_SHA256 = "01c192c7fe6b02a963df6ea6d7c862ba0889671ec6757e0cdaf4e924e50ec04f"
-
-
-def read(path):
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -37,25 +23,6 @@ def insurance(domains):
 @pytest.fixture(scope="module")
 def suite(domains):
     return TaskIndex(domains, [str(BENCH)])
-
-
-@pytest.fixture(scope="module")
-def grader(domains):
-    return Grader(domains)
-
-
-@pytest.fixture(scope="module")
-def generated():
-    out = subprocess.run([sys.executable, str(GENERATOR)], capture_output=True, check=True)
-    return out.stdout
-
-
-def grade_steps(grader, task, steps):
-    return grader.grade(replay(grader.domains["insurance"], task, steps), task)
-
-
-def failed(graded) -> dict[str, str]:
-    return {c["id"]: c["detail"] for c in graded["checks"] if c["passed"] is False}
 
 
 def replaced(task, tool, step):
@@ -132,7 +99,7 @@ def test_paying_a_loss_after_the_lapse_scores_zero(grader, suite):
         "claim_id": "CL91301", "coverage": "collision", "amount": 2900.0}}))
     assert "error" not in graded["messages"][-2]["content"]  # the tool itself let it through
     assert graded["reward"] == 0
-    assert failed(graded)["per-policy"] == (
+    assert failed_checks(graded)["per-policy"] == (
         "claims[CL91301] is not covered (not_in_force); paid: collision 2,900.00")
 
 
@@ -141,7 +108,7 @@ def test_denying_a_loss_before_the_lapse_scores_zero(grader, suite):
     graded = grade_steps(grader, task, replaced(task, "pay_claim", {"tool": "deny_claim", "args": {
         "claim_id": "CL91401", "reason": "not_in_force"}}))
     assert graded["reward"] == 0
-    assert failed(graded)["per-policy"] == (
+    assert failed_checks(graded)["per-policy"] == (
         "claims[CL91401] comprehensive: due 1,715.60, paid 0.00")
 
 
@@ -152,7 +119,7 @@ def test_paying_over_5000_without_an_adjuster_scores_zero(grader, suite):
         (("collision", 6445.2), ("rental", 560.0), ("roadside", 120.0))]
     graded = grade_steps(grader, task, steps)
     assert graded["reward"] == 0
-    assert set(failed(graded)) == {"review-filed", "nothing-paid", "no-side-effects"}
+    assert set(failed_checks(graded)) == {"review-filed", "nothing-paid", "no-side-effects"}
 
 
 def test_paying_a_tow_on_a_loss_that_is_not_covered_scores_zero(grader, suite):
@@ -160,7 +127,7 @@ def test_paying_a_tow_on_a_loss_that_is_not_covered_scores_zero(grader, suite):
     graded = grade_steps(grader, task, task["gold"][:4] + [{"tool": "pay_claim", "args": {
         "claim_id": "CL91801", "coverage": "roadside", "amount": 95.0}}])
     assert graded["reward"] == 0
-    assert failed(graded)["per-policy"] == (
+    assert failed_checks(graded)["per-policy"] == (
         "claims[CL91801] is not covered (not_covered); paid: roadside 95.00")
 
 
@@ -170,7 +137,7 @@ def test_paying_past_a_coverage_limit_scores_zero(grader, suite):
         task["gold"][4], {"tool": "pay_claim", "args": {"claim_id": "CL90701",
                                                         "coverage": "rental", "amount": 720.0}}])
     assert graded["reward"] == 0
-    assert failed(graded)["per-policy"] == "claims[CL90701] rental: due 600.00, paid 720.00"
+    assert failed_checks(graded)["per-policy"] == "claims[CL90701] rental: due 600.00, paid 720.00"
 
 
 def test_paying_with_the_new_deductible_scores_zero(grader, suite):
@@ -178,7 +145,7 @@ def test_paying_with_the_new_deductible_scores_zero(grader, suite):
     graded = grade_steps(grader, task, replaced(task, "pay_claim", {"tool": "pay_claim", "args": {
         "claim_id": "CL92701", "coverage": "collision", "amount": 2650.0}}))
     assert graded["reward"] == 0
-    assert failed(graded) == {"paid-collision": (
+    assert failed_checks(graded) == {"paid-collision": (
         "payments[PY01580].amount: expected 2150.0 ± 0.005, got 2650.0")}
 
 
@@ -187,49 +154,11 @@ def test_reinstating_past_30_days_or_relisting_an_excluded_driver_scores_zero(gr
     graded = grade_steps(grader, late, late["gold"][:3] + [
         {"tool": "reinstate_policy", "args": {"policy_id": "P92401"}}])
     assert graded["reward"] == 0
-    assert failed(graded)["still-lapsed"] == "policies[P92401].status: expected 'lapsed', got 'active'"
+    assert failed_checks(graded)["still-lapsed"] == "policies[P92401].status: expected 'lapsed', got 'active'"
     relist = suite.get("insurance-relist-excluded-son-escalate-trap")
     graded = grade_steps(grader, relist, relist["gold"][:3] + [{"tool": "add_driver", "args": {
         "policy_id": "P92601", "name": "Felix Marr", "license_number": "D5521907",
         "birth_date": "2004-09-09"}}])
     assert graded["reward"] == 0
-    assert failed(graded)["no-new-driver"] == (
+    assert failed_checks(graded)["no-new-driver"] == (
         "drivers where policy_id='P92601', name='Felix Marr': expected 1 row(s), got 2")
-
-
-# -- the suites ----------------------------------------------------------------------------------
-
-def test_bench_is_out_of_distribution_and_covers_the_kinds(domains, grader):
-    bench = read(BENCH)
-    assert len(bench) >= 25 and {t["split"] for t in bench} == {"ood"}
-    assert not list((ROOT / "tasks" / "train").glob("insurance*"))  # no training task anywhere
-    assert not any(t["domain"] == "insurance" for p in (ROOT / "tasks").glob("*/*.jsonl")
-                   if p.parent.name != "ood" for t in read(p))
-    tools = domains["insurance"].tools
-    writes = [sum(1 for s in t["gold"] if "tool" in s and tools[s["tool"]].writes) for t in bench]
-    assert sum("single-call" in t["tags"] for t in bench) >= 3 and max(writes) >= 3
-    assert sum("policy-trap" in t["tags"] for t in bench) >= 12
-    assert sum(any(c["kind"] == "judge" for c in t["checks"]) for t in bench) >= 2
-    assert all(c["id"].startswith("C9") for t in bench for c in t["init"]["customers"])
-    verdicts = [validate_task(grader, t) for t in bench]
-    assert [v["task_id"] for v in verdicts if not v["sound"]] == []
-
-
-def test_generator_is_reproducible_and_every_candidate_is_sound(generated, grader):
-    assert hashlib.sha256(generated).hexdigest() == TRAIN_SHA256
-    train = [json.loads(line) for line in generated.splitlines()]
-    templates = {tag for t in train for tag in t["tags"] if tag.startswith("template:")}
-    assert len(train) >= 100 and len(templates) >= 8 and {t["split"] for t in train} == {"train"}
-    assert sum("single-call" in t["tags"] for t in train) >= 20
-    verdicts = [validate_task(grader, t) for t in train]
-    assert [v["task_id"] for v in verdicts if not v["sound"]] == []
-
-
-def test_candidates_share_no_id_entity_or_instruction_with_the_bench(generated):
-    bench, train = read(BENCH), [json.loads(line) for line in generated.splitlines()]
-    ids = lambda t: {r["id"] for rows in t["init"].values() for r in rows if "id" in r}
-    assert not {t["id"] for t in bench} & {t["id"] for t in train}
-    assert not set().union(*map(ids, bench)) & set().union(*map(ids, train))
-    norm = lambda t: " ".join(t["user"]["instruction"].casefold().split())
-    assert not {norm(t) for t in bench} & {norm(t) for t in train}
-    assert all(c["id"].startswith("C8") for t in train for c in t["init"]["customers"])
