@@ -88,5 +88,6 @@ def _wandb_run(out: Path, config: dict[str, Any]):
         raise EndstateError("--report-to wandb needs the wandb package: pip install wandb") from None
     mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
     run_id = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16]  # --resume: the same run
+    out.mkdir(parents=True, exist_ok=True)  # wandb 0.19 writes to the system temp dir otherwise
     return wandb.init(project=os.environ.get("WANDB_PROJECT", "endstate"), dir=str(out), id=run_id,
                       resume="allow", mode=mode, config=config, name=out.name)
