@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import click
 
+from endstate.core.cli import ranges
 from endstate.core.cli.command import bundled, common_options, parse_prices, run, tool_group
 from endstate.core.console import stdio
 from endstate.core.errors import EndstateError, ExitCode, InputError
@@ -29,15 +30,15 @@ def _ks(ctx, param, value):
         ks = sorted({int(x) for x in value.split(",")})
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a comma-separated list of integers") from None
-    if ks[0] < 1:
-        raise click.BadParameter("k values must be >= 1, e.g. 1,5,20")
+    if ks[0] < 1 or ks[-1] > ranges.MAX_REPEATS:
+        raise click.BadParameter(f"k values must be from 1 to {ranges.MAX_REPEATS}, e.g. 1,5,20")
     return ks
 
 
 format_option = click.option("--format", "fmt", type=click.Choice(["json", "table", "markdown"]),
                              default="json", show_default=True,
                              help="json: one object (jq-friendly); table or markdown: for people.")
-workers_option = click.option("--procs", "workers", type=click.IntRange(1),
+workers_option = click.option("--procs", "workers", type=ranges.PROCS,
                               help="Processes that read big files.  [default: the CPU count]")
 
 
@@ -78,7 +79,8 @@ def reading_and_output_options(plot_help: str):
     def decorate(fn):
         fn = bundled("output", Output)(bundled("reading", Reading)(fn))
         fn = workers_option(common_options(skip_invalid=True)(fn))
-        plot = click.option("--plot", "plot_file", type=click.Path(dir_okay=False), help=plot_help)
+        plot = click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
+                            callback=ranges.png, help=plot_help)
         return task_file_option(estimand_option(duplicates_option(format_option(plot(fn)))))
 
     return decorate
@@ -113,19 +115,19 @@ duplicates_option = click.option(
 
 @cli.command()
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--by", "by_fields", multiple=True, metavar="FIELD",
+@click.option("--by", "by_fields", multiple=True, metavar="FIELD", callback=ranges.field_names,
               help="Also report per value of this field, as by_FIELD (repeatable).")
 @click.option("--k", "ks", callback=_ks, metavar="K,K,...",
               help="k values of pass@k and pass^k.  [default: 1, 5 and the largest common "
               "repeat count]")
-@click.option("--cluster", metavar="FIELD",
+@click.option("--cluster", metavar="FIELD", callback=ranges.field_names,
               help="Cluster-robust (CR1) standard errors over the values of this task field.")
 @click.option("--price", "prices", multiple=True, callback=parse_prices, metavar="MODEL=IN,OUT",
               help="USD per million agent prompt,completion tokens of MODEL; overrides cost_usd "
               "of its attempts (repeatable).")
 @click.option("--expect-tasks", type=click.Path(dir_okay=False, allow_dash=True),
               help="Task records whose every key must be present (coverage gate).")
-@click.option("--expect-repeats", type=click.IntRange(1), help="Attempts 0..N-1 expected per task.")
+@click.option("--expect-repeats", type=ranges.REPEATS, help="Attempts 0..N-1 expected per task.")
 @click.option("--allow-incomplete", is_flag=True,
               help="Report even when the coverage gate fails (exit 0; the listing still goes to "
               "stderr).")
@@ -263,7 +265,7 @@ def _write(report: dict, fmt: str, table) -> None:
 @cli.command()
 @click.argument("base", type=click.Path(dir_okay=False, allow_dash=True))
 @click.argument("new", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--by", "by_fields", multiple=True, metavar="FIELD",
+@click.option("--by", "by_fields", multiple=True, metavar="FIELD", callback=ranges.field_names,
               help="Also compare per value of this attempt field, as by_FIELD (repeatable).")
 @click.option("--k", "ks", callback=_ks, metavar="K",
               help="k of pass@k (one k: a paired comparison is at one k).  [default: the largest "

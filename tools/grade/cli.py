@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import click
 
+from endstate.core.cli import ranges
 from endstate.core.cli.command import (
     bundled,
     common_options,
@@ -195,7 +196,7 @@ class StateOf:
 @cli.command()
 @click.argument("episodes", nargs=-1, type=click.Path(allow_dash=True))
 @click.option("--task", "task_id", help="The episode's task id (with --gold or --initial: the task).")
-@click.option("--attempt", type=click.IntRange(0), help="The episode's attempt number.")
+@click.option("--attempt", type=ranges.count(0), help="The episode's attempt number.")
 @click.option("--episode-id", help="The episode's episode_id, when --task and --attempt match several.")
 @click.option("--gold", is_flag=True, help="The end state of the task's gold calls instead.")
 @click.option("--initial", is_flag=True, help="Seed + the task's init instead, before any call.")

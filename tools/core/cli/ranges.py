@@ -1,0 +1,113 @@
+"""The ranges of command-line numbers and the checks of endpoint URLs: light (click only), so
+that every tool can use them without loading the agent.
+
+Every number a flag or a grpo key takes has a declared range, both ends (tests/test_flag_ranges.py
+holds every option of every command to it): nan, inf, a 70-bit integer or 1e308 is a usage error
+naming the flag, never an overflow deep inside a run. The ends are far past any sensible value."""
+
+from __future__ import annotations
+
+import math
+import re
+from urllib.parse import urlsplit
+
+import click
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click's FloatRange without nan and inf: nan passes every range check, and orjson writes
+    both as null, so `--temperature nan` would send the server's default and record null."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{number} is not a finite number", param, ctx)
+        return number
+
+
+INT64_MAX = 2**63 - 1
+MAX_REPEATS = 10_000  # attempts per task: 20 is the reference evaluation
+MAX_PROCS = 1024
+MAX_SECONDS = 7 * 24 * 3600.0  # a timeout: a week
+MAX_PRICE = 1e6  # USD per million tokens
+
+
+def count(low: int = 0, high: int = INT64_MAX) -> click.IntRange:
+    """An integer flag's range (both ends declared)."""
+    return click.IntRange(low, high)
+
+
+def number(low: float, high: float, **open_ends: bool) -> FiniteFloatRange:
+    """A real flag's range (both ends declared, finite)."""
+    return FiniteFloatRange(low, high, **open_ends)
+
+
+def urls(ctx, param, values) -> list[str]:
+    """A repeatable endpoint flag (--agent-url, --user-url): each value one base URL or several
+    separated by commas or spaces, each http(s)://HOST[:PORT][/path]; anything else is a usage
+    error naming the flag, before the first episode (not a failure inside every one)."""
+    found = [u for v in values for u in re.split(r"[,\s]+", v) if u]
+    for one in found:
+        problem = url_problem(one)
+        if problem:
+            raise click.BadParameter(f"{one!r}: {problem}; give the endpoint's base URL, e.g. "
+                                     "http://localhost:8000/v1", ctx, param)
+    return found
+
+
+def url_problem(text: str) -> str | None:
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises on a port that is no number or past 65535
+    except ValueError as e:
+        return str(e)
+    if parts.scheme not in ("http", "https"):
+        return "not an http:// or https:// URL"
+    if not parts.hostname:
+        return "no host"
+    return None
+
+
+def url(ctx, param, value: str | None) -> str | None:
+    """One endpoint flag (--judge-base-url): http(s)://HOST[:PORT][/path], else a usage error."""
+    if value is not None:
+        urls(ctx, param, [value])
+    return value
+
+
+SEED = count(0, INT64_MAX)  # the seed of everything random: 64 bits, as every sampler takes
+REPEATS = count(1, MAX_REPEATS)
+PROCS = count(1, MAX_PROCS)
+SECONDS = number(0, MAX_SECONDS, min_open=True)
+RETRIES = count(1, 100)
+
+
+def png(ctx, param, value: str | None) -> str | None:
+    """--plot FILE.png: the suffix decides matplotlib's format, and it draws PNGs."""
+    if value is not None and not value.lower().endswith(".png"):
+        raise click.BadParameter(f"{value!r}: give a file name ending in .png", ctx, param)
+    return value
+
+
+def field_names(ctx, param, value):
+    """--by FIELD, --cluster FIELD: names of record fields, as JSON writes them (no control
+    character, quote or backslash; not empty)."""
+    for name in (value if isinstance(value, tuple) else () if value is None else (value,)):
+        if not name or re.search(r'[\x00-\x1f"\\]', name):
+            raise click.BadParameter(f"{name!r}: a field name, e.g. domain", ctx, param)
+    return value
+
+
+MAX_SHARDS = 100_000
+
+
+def shard(ctx, param, value: str | None) -> str | None:
+    """--shard I/N with 0 <= I < N <= MAX_SHARDS, checked when the flag is read."""
+    if value is not None:
+        try:
+            i, n = (int(x) for x in value.split("/"))
+            assert 0 <= i < n <= MAX_SHARDS
+        except (ValueError, AssertionError):
+            raise click.BadParameter(f"{value!r}: use I/N with 0 <= I < N <= {MAX_SHARDS}, e.g. "
+                                     "3/16", ctx, param) from None
+    return value
