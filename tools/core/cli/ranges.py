@@ -19,10 +19,11 @@ class FiniteFloatRange(click.FloatRange):
     both as null, so `--temperature nan` would send the server's default and record null."""
 
     def convert(self, value, param, ctx):
-        number = super().convert(value, param, ctx)
+        # finite first: `inf` is then named for what it is, not as a value past the upper end
+        number = click.types.FloatParamType.convert(self, value, param, ctx)
         if not math.isfinite(number):
             self.fail(f"{number} is not a finite number", param, ctx)
-        return number
+        return super().convert(number, param, ctx)
 
 
 INT64_MAX = 2**63 - 1

@@ -27,8 +27,8 @@ def _seed(ctx, param, value: str) -> int | None:
         raise click.BadParameter(f"{value!r}: an integer from 0 to 2**63 - 1, or `none`") from None
 
 
-def run_options(fn):
-    options = [
+def _options() -> list:
+    return [
         click.option("--backend", type=BACKENDS.choice(), default="local", show_default=True,
                      envvar="ENDSTATE_BACKEND", help="local: in-process transformers; completions: "
                      "token-in/token-out endpoint (vLLM); chat: chat-completions with native tools."),
@@ -71,6 +71,8 @@ def run_options(fn):
                      "(repeatable: any of)."),
     ]
 
+
+def run_options(fn):
     @functools.wraps(fn)
     def wrapper(**kw):
         if kw["user_kind"] == "llm" and not (kw["user_urls"] and kw["user_model"]):
@@ -86,6 +88,6 @@ def run_options(fn):
                             shard=parse_shard(kw.pop("shard")))
         return fn(cfg=cfg, select=select, **kw)
 
-    for option in reversed(options):
+    for option in reversed(_options()):
         wrapper = option(wrapper)
     return flags.options(EpisodeSettings, flags.HELP)(wrapper)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import secrets
 import signal
 import sqlite3
 import threading
@@ -29,6 +28,14 @@ from typing import Any
 
 import orjson
 
+from endstate.core.env.authorizers import (
+    BEGIN,
+    MARK,
+    ROLLBACK,
+    own,
+    read_only_authorizer,
+    tools_authorizer,
+)
 from endstate.core.env.changes import (
     Changes,
     Replay,
@@ -46,62 +53,6 @@ from endstate.core.env.domain import LOG_PREFIX, Domain, Table
 from endstate.core.env.tools import Db, ToolError
 from endstate.core.errors import EndstateError
 
-_WRITE_ACTIONS = {sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE}
-_ALWAYS_DENIED = {
-    sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH, sqlite3.SQLITE_CREATE_TABLE,
-    sqlite3.SQLITE_CREATE_INDEX, sqlite3.SQLITE_CREATE_TRIGGER, sqlite3.SQLITE_CREATE_VIEW,
-    sqlite3.SQLITE_CREATE_TEMP_TABLE, sqlite3.SQLITE_CREATE_TEMP_INDEX,
-    sqlite3.SQLITE_CREATE_TEMP_TRIGGER, sqlite3.SQLITE_CREATE_TEMP_VIEW, sqlite3.SQLITE_CREATE_VTABLE,
-    sqlite3.SQLITE_DROP_TABLE, sqlite3.SQLITE_DROP_INDEX, sqlite3.SQLITE_DROP_TRIGGER,
-    sqlite3.SQLITE_DROP_VIEW, sqlite3.SQLITE_DROP_TEMP_TABLE, sqlite3.SQLITE_DROP_TEMP_INDEX,
-    sqlite3.SQLITE_DROP_TEMP_TRIGGER, sqlite3.SQLITE_DROP_TEMP_VIEW, sqlite3.SQLITE_DROP_VTABLE,
-    sqlite3.SQLITE_ALTER_TABLE, sqlite3.SQLITE_REINDEX, sqlite3.SQLITE_ANALYZE,
-}
-
-
-# The sandbox's own transaction statements: only these may begin, end or nest a transaction on a
-# tools connection. Their text is this process's own (a comment with a random mark), so that a
-# tool's "ROLLBACK" is never served from the statement cache as the one the sandbox prepared.
-_MARK = f" -- endstate {secrets.token_hex(8)}"
-_BEGIN, _ROLLBACK = "BEGIN" + _MARK, "ROLLBACK" + _MARK
-_OWN = threading.local()  # .on while this thread runs one of them
-
-
-def _own(conn: sqlite3.Connection, sql: str) -> None:
-    _OWN.on = True
-    try:
-        conn.execute(sql)
-    finally:
-        _OWN.on = False
-
-
-def _tools_authorizer(action, arg1, arg2, dbname, trigger):
-    """The agent-facing connection: reads and writes of domain tables, nothing structural."""
-    if action == sqlite3.SQLITE_READ:
-        return sqlite3.SQLITE_OK
-    if action in _ALWAYS_DENIED:
-        return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_PRAGMA:  # a pragma outlives the episode on a shared connection
-        return sqlite3.SQLITE_DENY
-    if action in (sqlite3.SQLITE_TRANSACTION, sqlite3.SQLITE_SAVEPOINT):
-        # BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE: the sandbox's alone (a COMMIT would write
-        # the shared seed, a ROLLBACK lose the episode's state)
-        return sqlite3.SQLITE_OK if getattr(_OWN, "on", False) else sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_FUNCTION and arg2 == "load_extension":
-        return sqlite3.SQLITE_DENY
-    if action in _WRITE_ACTIONS and arg1.startswith(LOG_PREFIX) and not (trigger or "").startswith(LOG_PREFIX):
-        return sqlite3.SQLITE_DENY  # only our triggers may write the change log
-    return sqlite3.SQLITE_OK
-
-
-def _read_only_authorizer(action, arg1, arg2, dbname, trigger):
-    """The grader's connection: SELECT and reads only; no writes, ATTACH, PRAGMA or extensions."""
-    if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE):
-        return sqlite3.SQLITE_OK
-    if action == sqlite3.SQLITE_FUNCTION:
-        return sqlite3.SQLITE_DENY if arg2 == "load_extension" else sqlite3.SQLITE_OK
-    return sqlite3.SQLITE_DENY
-
 
 @dataclass
 class ToolResult:
@@ -117,8 +68,8 @@ class ToolResult:
 PIN_ROWS = 256  # replaying more rows than this per call costs more than keeping a connection
 INIT_STATES_KEPT = 4096  # per domain: the diff each task's init makes to the seed (small)
 _CALL = f"{LOG_PREFIX}call"  # the savepoint around each tool call of a pinned sandbox
-_SAVEPOINT, _ROLLBACK_CALL, _RELEASE_CALL = (f"SAVEPOINT {_CALL}{_MARK}",
-                                             f"ROLLBACK TO {_CALL}{_MARK}", f"RELEASE {_CALL}{_MARK}")
+_SAVEPOINT, _ROLLBACK_CALL, _RELEASE_CALL = (f"SAVEPOINT {_CALL}{MARK}",
+                                             f"ROLLBACK TO {_CALL}{MARK}", f"RELEASE {_CALL}{MARK}")
 
 
 @dataclass(frozen=True)
@@ -141,7 +92,7 @@ def _acquire(domain: Domain, purpose: str) -> sqlite3.Connection:
     use other connections and keep their statement caches."""
     idle = domain.seed_connections.setdefault((os.getpid(), purpose), [])
     conn = idle.pop() if idle else _new_connection(domain)
-    _own(conn, _BEGIN)
+    own(conn, BEGIN)
     return conn
 
 
@@ -164,7 +115,7 @@ def _release(domain: Domain, purpose: str, conn: sqlite3.Connection) -> None:
         conn.close()
         raise SandboxLost("a tool ended the sandbox's transaction or closed its connection; the "
                           "episode's state is lost (tools must not control transactions)")
-    _own(conn, _ROLLBACK)
+    own(conn, ROLLBACK)
     domain.seed_connections.setdefault((os.getpid(), purpose), []).append(conn)
 
 
@@ -190,7 +141,7 @@ def _new_connection(domain: Domain) -> sqlite3.Connection:
     # OR REPLACE deletes the row it replaces; only with recursive triggers does that delete
     # reach the change log.
     conn.execute("PRAGMA recursive_triggers = ON")
-    conn.set_authorizer(_tools_authorizer)
+    conn.set_authorizer(tools_authorizer)
     return conn
 
 
@@ -222,7 +173,7 @@ def _locked(conn: sqlite3.Connection, budget: StepBudget | None) -> Iterator[sql
     """`conn` read-only (and under `budget`) for the length of the block, unlocked after."""
     conn.set_authorizer(None)  # the tools' authorizer denies every pragma
     conn.execute("PRAGMA query_only = 1")
-    conn.set_authorizer(_read_only_authorizer)
+    conn.set_authorizer(read_only_authorizer)
     if budget:
         conn.set_progress_handler(budget, StepBudget.EVERY)
     try:
@@ -231,7 +182,7 @@ def _locked(conn: sqlite3.Connection, budget: StepBudget | None) -> Iterator[sql
         conn.set_progress_handler(None, 0)
         conn.set_authorizer(None)
         conn.execute("PRAGMA query_only = 0")
-        conn.set_authorizer(_tools_authorizer)
+        conn.set_authorizer(tools_authorizer)
 
 
 def init_state(domain: Domain, init: Mapping[str, list[Row]] | None) -> InitState:
@@ -351,7 +302,7 @@ class Sandbox:
             # transaction is rolled back anyway; pinned, a savepoint per call.
             pinned = conn is self._pinned
             if pinned:
-                _own(conn, _SAVEPOINT)
+                own(conn, _SAVEPOINT)
             # Read-only tools are held to it by counting changes, not by PRAGMA query_only: a
             # pragma expires every prepared statement of the connection.
             writes_before = conn.total_changes
@@ -363,8 +314,8 @@ class Sandbox:
                 _release(self.domain, "tools", conn)  # raises: the episode's state is gone
             if pinned:
                 if not result.ok:
-                    _own(conn, _ROLLBACK_CALL)
-                _own(conn, _RELEASE_CALL)
+                    own(conn, _ROLLBACK_CALL)
+                own(conn, _RELEASE_CALL)
             elif result.ok and t.writes and _usable(conn):  # else _state's release raises
                 self._read_diff(conn)
         return result
@@ -413,7 +364,7 @@ class Sandbox:
         spare = self.domain.seed_connections.get((os.getpid(), _SPARE))
         conn = spare.pop() if spare else _new_connection(self.domain)
         try:
-            _own(conn, _BEGIN)
+            own(conn, BEGIN)
             for sql, params in rows:
                 conn.executemany(sql, params)
             yield conn

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import json
 import keyword
 import re
 import unicodedata
 from typing import Any
-
-import orjson
 
 from endstate.core.errors import InputError
 
@@ -161,7 +160,8 @@ def _stub(tool: str, calls: list[dict[str, Any]], records: Records) -> str:
 
 
 def _example(value: Any) -> str:
-    text = orjson.dumps(value).decode()
+    # json, not orjson: a gold argument may hold a lone surrogate or an integer past 64 bits
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -86,10 +86,21 @@ def _files(source: Source, domain: str, mapping, converted: Converted) -> dict[s
              "seed.py": SEED_SOURCE.format(domain=domain).encode(),
              "policy.md": source.policy.encode(),
              "tools.py": tools_source(domain, converted.calls).encode(),
-             f"tasks/{domain}.jsonl": b"".join(orjson.dumps(t) + b"\n" for t in converted.tasks)}
+             f"tasks/{domain}.jsonl": _task_lines(source, converted)}
     if converted.action_checks:
         files["checks.py"] = CHECKS_SOURCE.format(domain=domain).encode()
     return files
+
+
+def _task_lines(source: Source, converted: Converted) -> bytes:
+    lines = []
+    for task in converted.tasks:
+        try:
+            lines.append(orjson.dumps(task) + b"\n")
+        except TypeError as e:  # a lone surrogate (a \ud800 escape), which no UTF-8 line holds
+            raise InputError(f"{source.tasks_file}: task {task['id']!r:.60} cannot be a JSONL record "
+                             f"({e}); fix that text in tasks.json") from None
+    return b"".join(lines)
 
 
 def _load(domain: Domain, generated: list[str]) -> int:
