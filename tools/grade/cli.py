@@ -59,6 +59,7 @@ def score(episodes, task_files, domains, judge, skip):
     tasks = TaskIndex(domains, task_files)
     grader = Grader(domains, judge)
     counts = {0: 0, 1: 0, None: 0}
+    problems: dict[str, str | None] = {}  # per task: why it cannot be graded here
 
     def graded():
         for loc, episode in read_jsonl(list(episodes), "episode", skip=skip):
@@ -67,6 +68,11 @@ def score(episodes, task_files, domains, judge, skip):
                 where = " or ".join(task_files) if task_files else "the built-in suites"
                 fail(loc, f"unknown task id {episode['task_id']!r} (not in {where}); "
                      "pass --tasks FILE that defines it", skip)
+                continue
+            if task["id"] not in problems:  # a judge check and no judge: before grading, as probe
+                problems[task["id"]] = grader.task_problem(task)
+            if problems[task["id"]]:
+                fail(loc, f"task {task['id']} ({tasks.where[task['id']]}) {problems[task['id']]}", skip)
                 continue
             try:
                 result = grader.grade(episode, task)

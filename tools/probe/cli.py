@@ -51,7 +51,7 @@ def cli(task_files, repeats, episodes_file, resume, cfg, select, judge, domains,
     grader = Grader(domains, judge)
     tasks = runnable_tasks(task_files, domains, skip, grader.task_problem, select=select)
     out = records_out()
-    done = done_keys(resume, out)
+    done = done_keys(resume, out, "attempt")
     episodes_out = episodes_path_writer(episodes_file)
     if episodes_out and resume:
         # Killed between the two writes: the graded episode is there, its attempt is not.

@@ -52,7 +52,7 @@ def run_cmd(task_files, repeats, resume, cfg, select, domains, skip, quiet):
     """
     tasks = runnable_tasks(task_files, domains, skip, select=select)
     out = stdio.records_out()
-    keys = plan(tasks, repeats, done_keys(resume, out))
+    keys = plan(tasks, repeats, done_keys(resume, out, "episode"))
     backend = build_backend(cfg) if keys else None  # nothing left to run: no model to load
 
     def write(task, episode):
