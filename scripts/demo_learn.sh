@@ -5,7 +5,8 @@
 #   -> probe the held-out split with the base policy (once; it does not depend on the seed)
 #   -> for each training seed: GRPO on the train split, probe the held-out split with the trained
 #      policy, evalstats compare (Δpass@1, P(new better))
-#   -> the hand-written bench slice, base and trained, reported separately as transfer.
+#   -> the hand-written bench slice, base and trained, reported separately as transfer
+#   -> one page with every seed's comparison and figures (evalstats report).
 #
 # Sizes and seeds come from the environment (make demo-learn LEARN_SEEDS="0 1 2" ...); every file
 # lands in $LEARN_OUT. Each stage resumes, so rerunning after an interruption skips finished work.
@@ -79,7 +80,17 @@ for seed in $SEEDS; do
   done
 done
 
-stage "done: base -> trained, per seed (tables in $OUT/seed-*/)"
+stage "evalstats report: base and every seed's trained policy, held out and bench, on one page"
+pairs=() graded=(--graded "$OUT/heldout_base_episodes.jsonl")
+for seed in $SEEDS; do
+  pairs+=(--compare "$OUT/heldout_base.jsonl" "$OUT/seed-$seed/heldout_trained.jsonl")
+  graded+=(--graded "$OUT/seed-$seed/heldout_trained_episodes.jsonl")
+done
+$BIN/evalstats report "${pairs[@]}" "${graded[@]}" -o "$OUT/report.html"
+$BIN/evalstats report --compare "$OUT/bench_base.jsonl" "$OUT/seed-${SEEDS%% *}/bench_trained.jsonl" \
+  -o "$OUT/bench_report.html"
+
+stage "done: base -> trained, per seed (tables in $OUT/seed-*/, pages $OUT/report.html and $OUT/bench_report.html)"
 for seed in $SEEDS; do
   printf '\nseed %s, held out (unseen instances of the trained templates):\n' "$seed"
   cat "$OUT/seed-$seed/heldout_compare.txt"

@@ -212,7 +212,7 @@ def test_cli_prior_edges_bands_keep(files):
     (["--edges", "x"], "Invalid value for '--edges': 'x' is not a comma-separated list of numbers"),
     (["--keep", "hard,nope"], ("Invalid value for '--keep': no band named nope; bands: "
                                "too_hard,hard,medium,easy,too_easy")),
-    (["--prior", "0,1"], "Invalid value for '--prior': both numbers must be > 0, e.g. 0.5,0.5"),
+    (["--prior", "0,1"], "Invalid value for '--prior': both numbers must be > 0 and at most 10000, e.g. 0.5,0.5"),
     (["--prior", "1"], "Invalid value for '--prior': expected 2 numbers separated by a comma, got '1'"),
     (["--holdout", "0.2"], "--holdout and --holdout-file go together"),
     (["--uncertain", "0.6", "--all"], "--uncertain selects tasks to probe again; it does not combine"),
@@ -315,6 +315,31 @@ def test_uncertain_selects_exactly_the_open_decisions():
     wider = {d["task_id"] for d in P.uncertain(records, 0.8, P.Rules(min_clean_runs=1))}
     assert p_keep(4, 0) == stated(0.40, abs=0.005) and "t04-00" in wider  # the docstring's figure, to 2 places
     assert {"t20-01", "t20-02", "t20-17", "t20-19"} <= wider and "t08-04" not in wider
+
+
+def test_uncertain_with_keep_if_reopens_what_keep_if_decides_against_the_odds():
+    """--keep-if Q with --uncertain P: --keep-if 0.9 drops 2/12 (P(keep) 0.867), which the
+    rule 1 − P < P(keep) < P (0.8) left settled although the drop is wrong with probability
+    0.867. Open is min(1 − P, Q) < P(keep) < max(P, Q), over the whole (n, k) grid."""
+    rows = [r for n in range(1, 21) for k in range(n + 1)
+            for r in attempts(f"t{n:02d}-{k:02d}", [1] * k + [0] * (n - k))]
+    counts = tally(rows)
+    for keep_if in (0.9, 0.1, 0.5):
+        rules = P.Rules(min_clean_runs=1, keep_if=keep_if)
+        records = P.assess(counts, counts, rules)
+        chosen = {d["task_id"] for d in P.uncertain(records, 0.8, rules)}
+        lo, hi = min(1 - 0.8, keep_if), max(0.8, keep_if)
+        assert chosen == {d["task_id"] for d in records if lo < d["p_keep"] < hi}, keep_if
+    assert P.open_range(0.8, 0.9) == (1 - 0.8, 0.9) and P.open_range(0.8, None) == (1 - 0.8, 0.8)
+    assert "t12-02" in {d["task_id"] for d in P.uncertain(
+        P.assess(counts, counts, P.Rules(min_clean_runs=1, keep_if=0.9)), 0.8,
+        P.Rules(min_clean_runs=1, keep_if=0.9))}
+
+
+def test_cli_posteriors_draws_a_png(files, tmp_path):
+    png = tmp_path / "posteriors.png"
+    assert run(["--all", "--posteriors", str(png), files["att"]]).exit_code == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_credible_interval_is_the_exact_beta_quantiles():

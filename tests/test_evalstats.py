@@ -332,7 +332,8 @@ def test_partial_costs_are_flagged(tmp_path):
     result = run([write(tmp_path / "p.jsonl", data)])
     assert orjson.loads(result.stdout)["overall"]["cost"]["total_usd"] == approx(0.2, dtype=float, terms=2)
     assert result.stderr == ("evalstats: only 2 of 3 attempts have a cost (cost_usd, or --price for "
-                             "their model); the costs cover those only\n")
+                             "their model); total_usd covers those, the ratios are the priced "
+                             "attempts' (docs/evalstats.md)\n")
 
 
 def test_no_costs_is_null(tmp_path):
@@ -349,7 +350,7 @@ def test_default_ks_and_k_too_large(tmp_path, hand):
     assert result.stderr == ("--k 5: task 'A' has only 4 clean attempt(s); use k <= 4, or re-run "
                              "its missing attempts\n")
     result = run(["--k", "0", hand])
-    assert result.exit_code == 2 and "k values must be >= 1" in result.stderr
+    assert result.exit_code == 2 and "k values must be from 1 to 10000" in result.stderr
 
 
 def test_formats(hand):
@@ -373,7 +374,7 @@ def test_plot(tmp_path, hand):
 
 
 def test_pareto():
-    from endstate.evalstats.render import pareto
+    from endstate.evalstats.figures import pareto
     assert pareto([(0.5, 1.0), (0.6, 2.0), (0.4, 1.5), (0.6, 3.0)]) == [0, 1]
 
 
@@ -512,9 +513,17 @@ def test_compare_k_format_plot_and_errors(tmp_path):
                                                                           terms=4 * 4 + 4, magnitude=2)
     result = run(["compare", "--k", "5", base, new])
     assert result.exit_code == 2
-    assert result.stderr == ("--k 5: task 'A' has only 4 clean attempt(s) in one of the runs; use "
-                             "k <= 4\n")
-    table = run(["compare", "--format", "table", "--by", "domain", base, new]).stdout.splitlines()
+    assert result.stderr.splitlines() == [
+        ("evalstats compare: 1 only in NEW (first: 'D'); the comparison pairs the 3 task(s) both "
+         "have (only_base, only_new)"),
+        "--k 5: task 'A' has only 4 clean attempt(s) in one of the runs; use k <= 4"]
+    tables = run(["compare", "--format", "table", "--by", "domain", base, new]).stdout
+    table, costs = (t.splitlines() for t in tables.split("\n\n"))
+    # every attempt costs $0.10: $1.20 for 6 successes (base) and for 9 (new) on the common
+    # tasks, 1 (C) and 2 (A, C) of them solved 4/4
+    assert costs[0].split() == ["group", "$/success", "base", "new", "change", "$/reliable", "base",
+                                "new", "change"]
+    assert costs[1].split() == ["overall", "0.2", "0.1333", "-33.3%", "1.2", "0.6", "-50.0%"]
     assert table[0].split()[:3] == ["group", "tasks", "pass@1(pooled)"]
     assert "pass@4" in table[0].split() and "4/4" in table[0].split()
     assert table[1].split() == ["overall", "3", "50.0", "75.0", "25.0", "14.4", "66.7", "100.0",
@@ -546,8 +555,8 @@ def test_compare_reports_the_summary_estimand(tmp_path):
 
 
 def test_by_never_changes_overall(tmp_path):
-    """a task split over two models had a smaller common n per model, and the
-    default k of `overall` followed it."""
+    """--by never changes `overall`. Its default k is the largest every policy's tasks can
+    answer (A has 4 attempts of each model), so that each model's pass@k is there."""
     data = [*rows("A", [1, 0, 1, 1], "r", model="a"), *rows("A", [1, 1, 0, 0], "r", model="b", first=4),
             *rows("B", [0] * 8, "r", model="a")]
     path = write(tmp_path / "m.jsonl", data)
@@ -555,8 +564,8 @@ def test_by_never_changes_overall(tmp_path):
     by = orjson.loads(run(["--by", "model", "--by", "domain", path]).stdout)
     cost = by["overall"].pop("cost")  # 16 positive costs summed in another order
     assert cost["total_usd"] == approx(plain["overall"].pop("cost")["total_usd"], dtype=float, terms=16)
-    assert by["overall"] == plain["overall"] and list(plain["overall"]["pass_at_k"]) == ["1", "5", "8"]
-    assert by["by_model"]["b"]["pass_at_k"] == {"1": 0.5, "5": None, "8": None}
+    assert by["overall"] == plain["overall"] and list(plain["overall"]["pass_at_k"]) == ["1", "4"]
+    assert by["by_model"]["b"]["pass_at_k"] == {"1": 0.5, "4": 1.0}
 
 
 def test_a_tasks_group_is_a_task_property(tmp_path):
@@ -600,19 +609,23 @@ def test_by_a_field_no_record_has_is_an_error(hand):
 
 
 def test_price_without_usage_is_unpriced_not_free(tmp_path):
-    """an attempt of a --price model without usage was priced at $0 and counted."""
+    """an attempt of a --price model without usage was priced at $0 and counted; then its
+    success stayed in the denominator of the cost per success (0.2 where the priced attempts
+    paid 0.4 for 1 success)."""
     data = [*rows("A", [1, 0], "r"), *({k: v for k, v in r.items() if k != "usage"}
                                       for r in rows("B", [1], "r"))]
     result = run(["--price", "m=1000,2000", write(tmp_path / "u.jsonl", data)])
     cost = orjson.loads(result.stdout)["overall"]["cost"]
     # 2 attempts of 3 roundings each ($0.20), summed, then one quotient
     assert cost["total_usd"] == approx(0.4, dtype=float, terms=5) and cost["priced_attempts"] == 2
-    assert cost["unpriced_attempts"] == 1 and cost["per_success_usd"] == approx(0.2, dtype=float, terms=6)
+    assert cost["unpriced_attempts"] == 1 and cost["per_success_usd"] == approx(0.4, dtype=float, terms=6)
+    # per reliable task (B, 1/1): the priced cost scaled to the 3 recorded attempts, 0.4·3/2
+    assert cost["per_reliable_task_usd"] == approx(0.6, dtype=float, terms=8)
     assert result.stderr.splitlines() == [
         ("evalstats: 1 attempt(s) of a --price model have no usage.agent token counts: they are "
          "left out of the cost (cost.unpriced_attempts)"),
-        ("evalstats: only 2 of 3 attempts have a cost (cost_usd, or --price for their model); the "
-         "costs cover those only")]
+        ("evalstats: only 2 of 3 attempts have a cost (cost_usd, or --price for their model); "
+         "total_usd covers those, the ratios are the priced attempts' (docs/evalstats.md)")]
 
 
 def test_observed_all_k_is_the_k_counted(tmp_path):
@@ -636,9 +649,10 @@ def test_duplicate_keys_are_an_input_error_naming_both_lines(tmp_path):
     path = write(tmp_path / "d.jsonl", DUPES)
     result = run([path])
     assert result.exit_code == 4 and result.stdout == ""
-    assert result.stderr == (f"{path}:4: duplicate attempt: task_id 'A' attempt 1 is already at "
-                             f"{path}:2; each (task_id, attempt) must be one clean record; remove "
-                             "one, or pass --duplicates first|last to keep one\n")
+    assert result.stderr == (f"{path}:4: duplicate attempt: task_id 'A' attempt 1 of model 'm' is "
+                             f"already at {path}:2 (the same model and prompting); each (policy, "
+                             "task_id, attempt) must be one clean record; remove one, or pass "
+                             "--duplicates first|last to keep one\n")
     result = run(["compare", path, path])
     assert result.exit_code == 4 and f"{path}:4: duplicate attempt" in result.stderr
     with open(path) as fh:
@@ -668,9 +682,12 @@ def test_duplicates_across_forked_readers_and_cells():
     tally = Tl.tally_fn([], {})
     assert tally(recs).repeated() == []
     assert Tl.merge([tally(recs[:2]), tally(recs[1:])]).repeated() == ["A"]
-    by_model = Tl.tally_fn(["model"], {})
-    t = by_model([recs[0], msgspec.structs.replace(recs[0], model="other")])
+    by_team = Tl.tally_fn(["domain"], {})
+    t = by_team([recs[0], msgspec.structs.replace(recs[0], domain="other")])
     assert len(t.cells) == 2 and t.repeated() == ["A"]
+    other = msgspec.structs.replace(recs[0], model="other")  # another policy: another key
+    assert tally([recs[0], other]).repeated() == []
+    assert Tl.merge([tally([recs[0]]), tally([other, recs[0]])]).repeated() == ["A"]
     wide = [msgspec.structs.replace(recs[0], attempt=10**9 + i) for i in range(2)]
     assert tally(wide).repeated() == [] and tally([*wide, wide[0]]).repeated() == ["A"]
     assert Tl.merge([tally(wide[:1]), tally(wide)]).repeated() == ["A"]

@@ -6,6 +6,7 @@ probe, rollout and grade run as subprocesses on real built-in tasks and a real S
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 
@@ -355,11 +356,11 @@ def test_a_full_disk_is_an_io_error_naming_stdout():
 def test_a_judge_answering_401_stops_the_run_and_a_5xx_is_a_system_error(tmp_path):
     messages = [{"role": "user", "content": "hi"}]
     with FakeEndpoint([401, 503]) as endpoint:
-        judge = Judge("m", endpoint.base_url, cache_path=tmp_path / "j.sqlite", max_retries=0)
+        judge = Judge("m", endpoint.base_url, cache_path=tmp_path / "j.sqlite", retries=1)
         with pytest.raises(ConfigurationError, match="HTTP 401.*not retried: fix the URL, key"):
-            judge.ask(messages, "Did the agent greet?")
-        with pytest.raises(JudgeError):
-            judge.ask(messages, "Did the agent greet?")
+            asyncio.run(judge.ask(messages, "Did the agent greet?"))
+        with pytest.raises(JudgeError, match=r"judge endpoint failed \(http_5xx\)"):
+            asyncio.run(judge.ask(messages, "Did the agent greet?"))
 
 
 def test_duplicate_json_keys_keep_the_last_value_as_documented():

@@ -63,6 +63,8 @@ BASES = {
     ("bucket", ()): [F["empty"]],
     ("evalstats", ("summary",)): [F["empty"]],
     ("evalstats", ("compare",)): [F["empty"], F["empty"]],
+    ("evalstats", ("tally",)): [F["empty"]],
+    ("evalstats", ("report",)): [F["empty"], "-o", f"{WORK}/report.html"],
     ("rollout", ("run",)): [F["empty"]],
     ("rollout", ("parity",)): [F["empty"]],
     ("rollout", ("serve-mcp",)): [F["tasks"], "--out", f"{WORK}/mcp.jsonl", "--task", "nosuch"],
@@ -262,3 +264,61 @@ def test_what_the_property_found(tmp_path, tool, args):
     (tmp_path / "notjson.txt").write_text("0.0 is not a config\n")
     flag = next(a for a in args if a.startswith("--") and a not in ("--pool", "--out", "--dry-run"))
     refused(tool, args, flag if flag != "--deepspeed" else "not a JSON object", tmp_path)
+
+
+# -- the flags and keys grpo train (user, judge, held-out evaluation) and evalstats (compare,
+# tally, report) gained since: the same rules --------------------------------------------------------
+
+GRPO_DRY = ["train", "--pool", F["tasks"], "--dry-run"]
+
+
+@pytest.mark.parametrize("flag, value, says", [
+    ("--eval-repeats", "10000000", "is not in the range 1<=x<=10000"),
+    ("--eval-every", "-1", "is not in the range 0<=x<=1000000"),
+    ("--timeout", "nan", "nan is not a finite number"),
+    ("--timeout", "inf", "inf is not a finite number"),
+    ("--retries", str(2**70), "is not in the range 1<=x<=100"),
+    ("--user-url", "ftp://host/v1", "not an http:// or https:// URL"),
+    ("--judge-base-url", "localhost:8000", "not an http:// or https:// URL"),
+])
+def test_grpo_user_judge_and_eval_flags_have_ranges(tmp_path, flag, value, says):
+    refused("grpo", [*GRPO_DRY, "--out", str(tmp_path / "r"), flag, value], flag, tmp_path, says)
+
+
+@pytest.mark.parametrize("text, says", [
+    (b"eval_repeats: 1.0e+30\n", "eval_repeats: "),
+    (b"eval_every: -3\n", "eval_every: -3 is not in the range"),
+    (b"timeout: .nan\n", "timeout: nan is not a finite number"),
+    (b"retries: 1000\n", "retries: 1000 is not in the range 1<=x<=100"),
+    (b"user_url: [ftp://host/v1]\n", "user_url: 'ftp://host/v1': not an http:// or https:// URL"),
+    (b"user_url: [7]\n", "user_url: expected a list of strings"),
+    (b"judge_base_url: 'http://host:99999/v1'\n", "judge_base_url: 'http://host:99999/v1': Port out of range"),
+])
+def test_grpo_user_judge_and_eval_keys_are_held_to_the_same_ranges(tmp_path, text, says):
+    config = tmp_path / "c.yaml"
+    config.write_bytes(text)
+    refused("grpo", [*GRPO_DRY, "--config", str(config), "--out", str(tmp_path / "r")], says, tmp_path)
+
+
+def test_a_grpo_judge_cache_that_is_no_sqlite_file_is_a_usage_error(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a database, just words " * 100)
+    refused("grpo", [*GRPO_DRY, "--out", str(tmp_path / "r"), "--judge-model", "j", "--judge-base-url",
+                     "http://127.0.0.1:9/v1", "--judge-cache", "notes.txt"], "--judge-cache notes.txt",
+            tmp_path, "cannot keep verdicts there")
+
+
+@pytest.mark.parametrize("tool, args, flag", [
+    ("evalstats", ["compare", "A", "A", "--cluster", "a\x1fb"], "--cluster"),
+    ("evalstats", ["compare", "A", "A", "--price", "m=nan,1"], "--price"),
+    ("evalstats", ["compare", "A", "A", "--by", "x\"y"], "--by"),
+    ("evalstats", ["tally", "A", "--top", "0"], "--top"),
+    ("evalstats", ["tally", "A", "--top", str(2**70)], "--top"),
+    ("evalstats", ["tally", "A", "--procs", "0"], "--procs"),
+    ("evalstats", ["report", "A", "-o", "r.html", "--k", "10000001"], "--k"),
+    ("evalstats", ["report", "A", "-o", "r.html", "--cluster", ""], "--cluster"),
+    ("evalstats", ["report", "A", "-o", "r.html", "--price", "m=1e309,1"], "--price"),
+    ("evalstats", ["summary", "A", "--by", "policy", "--by", "a\nb"], "--by"),
+    ("bucket", ["A", "--posteriors", "posteriors.svg"], "--posteriors"),
+])
+def test_the_new_evalstats_and_bucket_flags_follow_the_same_rules(tmp_path, attempts, tool, args, flag):
+    refused(tool, [attempts if a == "A" else a for a in args], flag, tmp_path)

@@ -177,10 +177,12 @@ def test_judge_yes_no_and_cached_verdicts(domains, tasks, tmp_path):
         graded = Grader(domains, judge).grade(episode, task)
         assert graded["reward"] == 1
         assert graded["checks"][2]["detail"].startswith("judge judge-model answered YES")
-        assert graded["usage"]["judge"] == {"prompt_tokens": 100, "completion_tokens": 1}
+        assert graded["usage"]["judge"] == {"prompt_tokens": 100, "completion_tokens": 1, "calls": 1,
+                                            "cache_hits": 0}
         assert "TOOL RESULT" in endpoint.requests[0]["messages"][1]["content"]
         again = Grader(domains, Judge("judge-model", endpoint.base_url, cache_path=tmp_path / "j.sqlite"))
-        assert again.grade(episode, task)["reward"] == 1
+        cached = again.grade(episode, task)
+        assert cached["reward"] == 1 and cached["usage"]["judge"]["cache_hits"] == 1
         assert len(endpoint.requests) == 1  # the second verdict came from the cache
         other = replay(domains["retail"], task, task["gold"] + [{"say": "Done."}])
         assert again.grade(other, task)["reward"] == 0  # a new transcript asks again: "NO."
@@ -196,13 +198,13 @@ def test_judge_is_not_asked_when_another_check_failed(domains, tasks, tmp_path):
 
 
 @pytest.mark.parametrize("answers, message", [
-    ([500, 500], "judge endpoint failed: InternalServerError"),
+    ([500, 500], "judge endpoint failed (http_5xx): EndpointError: POST"),
     (["Maybe?", "It depends."], "judge gave no YES/NO after 2 tries: 'It depends.'"),
 ])
 def test_a_judge_that_cannot_answer_is_a_system_error(domains, tasks, tmp_path, answers, message):
     task = judged(tasks)
     with FakeEndpoint(answers) as endpoint:
-        judge = Judge("m", endpoint.base_url, cache_path=tmp_path / "j.sqlite", max_retries=1)
+        judge = Judge("m", endpoint.base_url, cache_path=tmp_path / "j.sqlite", retries=2)
         graded = Grader(domains, judge).grade(replay(domains["retail"], task, task["gold"]), task)
     assert graded["status"] == "system_error" and graded["reward"] is None
     assert graded["error"]["kind"] == "judge" and graded["error"]["message"].startswith(message)

@@ -239,6 +239,7 @@ def test_step_is_skipped_when_every_advantage_is_zero(tmp_path, tiny_model, butt
     before = {k: v.clone() for k, v in trainer.policy.module.state_dict().items()}
     metrics = trainer.train_step()
     assert metrics["skipped"] is True and metrics["groups"] == 0 and metrics["zero_variance"] == 1
+    assert metrics["loss"] is None and metrics["tokens_per_s"] is None  # no update, not a loss of 0
     after = trainer.policy.module.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
 

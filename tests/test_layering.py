@@ -43,7 +43,8 @@ def test_domains_import_only_core():
 
 
 # core's rooms, lowest first: a sub-package imports only rooms below it (and errors, registry).
-CORE_LAYERS = ("console", "stats", "records", "env", "wire", "agent", "episode", "grading", "cli")
+CORE_LAYERS = ("console", "stats", "figures", "records", "env", "wire", "agent", "episode", "grading",
+               "cli")
 CORE_BASE = ("errors", "registry")  # modules every room may import
 
 

@@ -10,7 +10,7 @@ import click
 
 from endstate.bucket import pool as P
 from endstate.bucket.report import plot as plot_histogram
-from endstate.bucket.report import table
+from endstate.bucket.report import plot_posteriors, table
 from endstate.core.cli import ranges
 from endstate.core.cli.command import bundled, common_options, run, tool_command
 from endstate.core.episode.plan import load_tasks
@@ -65,6 +65,7 @@ class BucketOptions:
     duplicates: str
     report: bool
     plot_file: str | None
+    posteriors_file: str | None
     workers: int | None
 
     def __post_init__(self) -> None:
@@ -126,6 +127,9 @@ class BucketOptions:
 @click.option("--report", is_flag=True, help="Print a band histogram on stderr.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), callback=ranges.png,
               help="Save the band histogram as a PNG.")
+@click.option("--posteriors", "posteriors_file", type=click.Path(dir_okay=False), callback=ranges.png,
+              metavar="FILE.png", help="Save each task's posterior density, coloured by its band "
+              "with the band edges drawn, as a PNG.")
 @click.option("--procs", "workers", type=ranges.PROCS,
               help="Processes that read big attempt files.  [default: the CPU count]")
 @common_options(skip_invalid=True)
@@ -172,6 +176,8 @@ def cli(attempts, opts: BucketOptions, skip):
         click.echo(table(records, rules.bands.names), err=True)
     if opts.plot_file:
         plot_histogram(records, rules.bands.names, opts.plot_file)
+    if opts.posteriors_file:
+        plot_posteriors(records, rules.bands, opts.posteriors_file)
 
 
 def _bands(prior: tuple[float, float], edges, band_names, keep) -> Bands:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 import re
@@ -13,8 +12,7 @@ from itertools import starmap
 from operator import attrgetter
 from typing import Any
 
-import orjson
-
+from endstate.core.episode.plan import fingerprint, overlapping  # noqa: F401 - bucket's own API too
 from endstate.core.records.keys import WIDE, repeated_tasks
 from endstate.core.records.structs import Attempt
 from endstate.core.stats.bands import (
@@ -170,42 +168,33 @@ def _reason(task_id: str, c: TaskRuns, band: str, p_keep: float, rules: Rules,
     return KEPT if kept else BAND
 
 
+def open_range(threshold: float, keep_if: float | None) -> tuple[float, float]:
+    """(lo, hi): a decision is open while lo < P(kept bands) < hi. A decision is settled when it
+    is right with probability >= `threshold`: a kept task when P(kept) >= threshold, a dropped
+    one when P(kept) <= 1 - threshold. With --keep-if Q the cut between them is Q, so the open
+    range is (min(1 - P, Q), max(P, Q)): a task --keep-if drops at p_keep 0.87 with P = 0.8 is
+    wrong with probability 0.87, and stays open."""
+    if keep_if is None:
+        return 1 - threshold, threshold
+    return min(1 - threshold, keep_if), max(threshold, keep_if)
+
+
 def uncertain(records: Iterable[dict[str, Any]], threshold: float, rules: Rules) -> Iterator[dict]:
     """Tasks whose keep/drop decision is not settled at `threshold` (> 1/2): P(kept bands)
-    strictly between 1 - threshold and threshold, or fewer clean runs than the rules need (the
-    unprobed among them). Tasks dropped for overlap or by the reference are left out: more
-    probes cannot change them."""
+    inside open_range (1 - threshold to threshold, widened to --keep-if's Q), or fewer clean
+    runs than the rules need (the unprobed among them). Tasks dropped for overlap or by the
+    reference are left out: more probes cannot change them."""
+    lo, hi = open_range(threshold, rules.keep_if)
     for d in records:
         if d["reason"] in (BENCHMARK_OVERLAP, UNSOLVED_BY_REFERENCE):
             continue
-        if 1 - threshold < d["p_keep"] < threshold or d["n"] < max(rules.min_clean_runs, 1):
+        if lo < d["p_keep"] < hi or d["n"] < max(rules.min_clean_runs, 1):
             yield d
 
 
 # --- benchmark exclusion ----------------------------------------------------------------------------
 
 _SPACE = re.compile(r"\s+")
-
-
-def fingerprint(task: Mapping[str, Any]) -> str:
-    """Content identity of a task: domain + normalized user instruction + checks. Two tasks with
-    the same fingerprint ask the same thing, whatever their ids (lowercased, whitespace collapsed;
-    checks compared as canonical JSON)."""
-    instruction = _SPACE.sub(" ", str(task.get("user", {}).get("instruction", ""))).strip().lower()
-    checks = orjson.dumps(task.get("checks", []), option=orjson.OPT_SORT_KEYS)
-    blob = b"\0".join([str(task.get("domain", "")).encode(), instruction.encode(), checks])
-    return hashlib.sha256(blob).hexdigest()
-
-
-def overlapping(candidates: Iterable[Mapping[str, Any]], benchmark: Iterable[Mapping[str, Any]],
-                ids: Iterable[str] = ()) -> frozenset[str]:
-    """Candidate ids that are benchmark tasks, by id or by fingerprint."""
-    bench = list(benchmark)
-    bench_ids = {t["id"] for t in bench}
-    bench_prints = {fingerprint(t) for t in bench}
-    hit = {i for i in ids if i in bench_ids}
-    hit |= {t["id"] for t in candidates if t["id"] in bench_ids or fingerprint(t) in bench_prints}
-    return frozenset(hit)
 
 
 # --- holdout ------------------------------------------------------------------------------------------

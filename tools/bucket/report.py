@@ -1,4 +1,4 @@
-"""The band histogram: a table for stderr and, on request, a PNG."""
+"""The band histogram: a table for stderr and, on request, a PNG; and the posterior figure."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from endstate.bucket.pool import UNPROBED
+from endstate.core.stats.bands import Bands
 
 
 def histogram(records: Sequence[dict[str, Any]], names: Sequence[str]) -> list[tuple[str, int, int]]:
@@ -34,7 +35,8 @@ def table(records: Sequence[dict[str, Any]], names: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def plot(records: Sequence[dict[str, Any]], names: Sequence[str], path: str) -> None:
+def figure(records: Sequence[dict[str, Any]], names: Sequence[str]):
+    """The band histogram (tasks per band, the kept ones in front) as a matplotlib Figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -53,5 +55,29 @@ def plot(records: Sequence[dict[str, Any]], names: Sequence[str], path: str) -> 
     ax.legend(frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     fig.tight_layout()
+    return fig
+
+
+def plot(records: Sequence[dict[str, Any]], names: Sequence[str], path: str) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = figure(records, names)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def posteriors_figure(records: Sequence[dict[str, Any]], bands: Bands):
+    """Each probed task's posterior Beta(alpha, beta), coloured by its band (core.figures)."""
+    from endstate.core.figures.posteriors import Posterior, posterior_figure
+
+    probed = [Posterior(d["task_id"], d["alpha"], d["beta"], d["band"]) for d in records
+              if d["band"] != UNPROBED]
+    return posterior_figure([("difficulty posteriors", probed)], bands.edges, bands.names)
+
+
+def plot_posteriors(records: Sequence[dict[str, Any]], bands: Bands, path: str) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = posteriors_figure(records, bands)
     fig.savefig(path)
     plt.close(fig)

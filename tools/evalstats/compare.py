@@ -2,26 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from endstate.evalstats import estimands as S
 from endstate.evalstats import estimators as E
 from endstate.evalstats import intervals as I
 from endstate.evalstats.groups import TaskCounts
-from endstate.evalstats.metrics import KTooLarge, per_task
+from endstate.evalstats.metrics import KTooLarge, cluster_labels, cost, per_task
+
+
+def common_tasks(base: TaskCounts, new: TaskCounts) -> list[str]:
+    """The tasks both runs have clean attempts for, sorted."""
+    return sorted(t for t, c in base.items() if c.attempts > 0 and t in new and new[t].attempts > 0)
 
 
 def compare(base: TaskCounts, new: TaskCounts, k: int | None = None,
-            estimand: str = I.POPULATION) -> dict[str, Any]:
+            estimand: str = I.POPULATION, clusters: Mapping[str, Any] | None = None
+            ) -> dict[str, Any]:
     """BASE vs NEW on the tasks both have clean attempts for, paired task by task.
 
     pass@1 is the pooled rate Σc/Σn, as in `summary` (`statistic: pooled`), and the task mean
-    beside it; Δ = NEW − BASE with the paired SE (influence values differenced per task), a t
-    interval and p_new_better = F_t(Δ/SE). pass@k and pass^k at one k (default: the largest
-    common repeat count) and the k/k count, each with a paired interval of its Δ. Gained/lost:
-    tasks solved at least once or in every attempt by one run and not the other.
+    beside it; Δ = NEW − BASE with the paired SE (influence values differenced per task, summed
+    per cluster with `clusters`: CR1, t(G − 1)), a t interval and p_new_better = F_t(Δ/SE).
+    pass@k and pass^k at one k (default: the largest common repeat count) and the k/k count,
+    each with a paired interval of its Δ. Gained/lost: tasks solved at least once or in every
+    attempt by one run and not the other. Cost of each side on the common tasks, and the change.
     """
-    common = sorted(t for t, c in base.items() if c.attempts > 0 and t in new and new[t].attempts > 0)
+    common = common_tasks(base, new)
     if k is None:
         k = min((min(base[t].attempts, new[t].attempts) for t in common), default=0)
     for side in (base, new):
@@ -30,28 +38,50 @@ def compare(base: TaskCounts, new: TaskCounts, k: int | None = None,
                 raise KTooLarge(k, t, side[t].attempts)
     sides = [([side[t].attempts for t in common], [side[t].successes for t in common])
              for side in (base, new)]
-    pooled = _pass_at_1(*sides, True, estimand)
+    labels = cluster_labels(common, clusters)
+    rates = [[c / n for n, c in zip(*side)] for side in sides]
+    borrowed = S.paired_design_effect(*rates, [min(nb, nn) for nb, nn in zip(sides[0][0],
+                                                                               sides[1][0])], labels)
+    pooled = _pass_at_1(*sides, True, estimand, labels)
     return {
         "tasks": len(common),
         "only_base": sum(1 for t, c in base.items() if c.attempts > 0 and t not in common),
         "only_new": sum(1 for t, c in new.items() if c.attempts > 0 and t not in common),
         "estimand": estimand,
+        "clusters": None if labels is None else len(set(labels)),
         "pass_at_1": pooled,
-        "pass_at_1_task_mean": _pass_at_1(*sides, False, estimand),
-        "pass_at_k": _at_k(*sides, k, 0),
-        "pass_hat_k": _at_k(*sides, k, 1),
-        "observed_all": _observed(*sides),
-        "correlation": E.correlation(*([c / n for n, c in zip(*side)] for side in sides)),
+        "pass_at_1_task_mean": _pass_at_1(*sides, False, estimand, labels),
+        "pass_at_k": _at_k(*sides, k, 0, labels, borrowed),
+        "pass_hat_k": _at_k(*sides, k, 1, labels, borrowed),
+        "observed_all": _observed(*sides, labels, borrowed),
+        "correlation": E.correlation(*rates),
         "p_new_better": pooled.pop("p_new_better"),
+        "cost": _cost(base, new, common),
         **_gained_lost(base, new, common),
     }
 
 
-def _pass_at_1(base, new, pooled: bool, estimand: str) -> dict[str, Any]:
+def _cost(base: TaskCounts, new: TaskCounts, common: list[str]) -> dict[str, Any]:
+    """Each side's cost object (as summary's) over the common tasks, and the % change of each
+    ratio, 100·(new − base)/base (null where either side has none)."""
+    sides = {}
+    for name, side in (("base", base), ("new", new)):
+        tasks = {t: side[t] for t in common}
+        sides[name] = cost(tasks, sum(1 for c in tasks.values() if c.successes == c.attempts))
+    out: dict[str, Any] = dict(sides)
+    for key in ("total_usd", "per_success_usd", "per_reliable_task_usd"):
+        b, n = sides["base"][key], sides["new"][key]
+        out[f"{key.removesuffix('_usd')}_change_pct"] = (100 * (n - b) / b
+                                                         if b and n is not None else None)
+    return out
+
+
+def _pass_at_1(base, new, pooled: bool, estimand: str, labels=None) -> dict[str, Any]:
     if not base[0]:
         return {"statistic": "pooled" if pooled else "task_mean", "base": None, "new": None,
                 "delta": None, "se": None, "ci95": None, "p_new_better": None}
-    vb, vn, s = S.paired_pass_at_1(base, new, pooled=pooled, estimand=estimand)
+    vb, vn, s = S.paired_pass_at_1(base, new, pooled=pooled, estimand=estimand,
+                                   clusters=labels)
     delta = vn - vb
     out = {"statistic": "pooled" if pooled else "task_mean", "base": vb, "new": vn,
            "delta": delta, "se": None if s is None else s.se,
@@ -61,26 +91,26 @@ def _pass_at_1(base, new, pooled: bool, estimand: str) -> dict[str, Any]:
     return out
 
 
-def _at_k(base, new, k: int, which: int) -> dict[str, Any]:
+def _at_k(base, new, k: int, which: int, labels=None, borrowed=None) -> dict[str, Any]:
     """pass@k (which=0) or pass^k (which=1) on each side, Δ with its paired interval."""
     if not k:
         return {"k": None, "base": None, "new": None, "delta": None, "ci95": None}
     xb = [per_task(n, c, k)[which] for n, c in zip(*base)]
     xn = [per_task(n, c, k)[which] for n, c in zip(*new)]
     trials = [min(nb, nn) / k for nb, nn in zip(base[0], new[0])]
-    delta, s = S.paired_task_mean(xb, xn, trials)
+    delta, s = S.paired_task_mean(xb, xn, trials, labels, borrowed)
     return {"k": k, "base": E.mean(xb), "new": E.mean(xn), "delta": delta,
             "ci95": I.difference_interval(delta, s)}
 
 
-def _observed(base, new) -> dict[str, Any]:
+def _observed(base, new, labels=None, borrowed=None) -> dict[str, Any]:
     """Tasks solved in every clean attempt on each side; `k` = the common n of both runs (null
     when the tasks' n differ)."""
     hb = [1.0 if c == n else 0.0 for n, c in zip(*base)]
     hn = [1.0 if c == n else 0.0 for n, c in zip(*new)]
     T = len(hb)
     ns = set(base[0]) | set(new[0])
-    delta, s = S.paired_task_mean(hb, hn, [1.0] * T)
+    delta, s = S.paired_task_mean(hb, hn, [1.0] * T, labels, borrowed)
     all_b, all_n = int(sum(hb)), int(sum(hn))
     return {"k": ns.pop() if len(ns) == 1 else None, "base": all_b, "new": all_n,
             "delta": all_n - all_b, "base_fraction": all_b / T if T else None,

@@ -4,8 +4,9 @@ A task's group under a task property (domain, template, tags, split, or any fiel
 records) is one value: the task record's when --tasks is given, else the first non-null value
 of its attempts; attempts that disagree are an input error. A list value (tags) puts the task
 in one group per item, so those groups overlap. Other fields (model, ...) are properties of the
-attempt: one task can count in several of their groups. `overall` is every task's attempts,
-whatever the --by fields.
+attempt: one task can count in several of their groups. `policy` is the policy's label (its
+model, and the prompting settings that tell two policies of one model apart). `overall` is every
+task's attempts, whatever the --by fields.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from endstate.evalstats.tally import Counts, Tally, _hashable, cell_values
 
 MISSING = "(none)"  # the group of tasks without a value of a --by field
 TASK_FIELDS = ("domain", "template", "tags", "split")
+POLICY = "policy"  # --by policy: not a record field, the policy of each attempt (tally.py)
 
 TaskCounts = dict[str, Counts]  # task_id -> its attempts in one group
 _new_counts = tuple.__new__  # Counts(...) without its Python-level __new__
@@ -42,12 +44,43 @@ def is_task_field(name: str, tasks: Mapping[str, Mapping[str, Any]] | None) -> b
     return name in TASK_FIELDS or bool(tasks) and any(name in t for t in tasks.values())
 
 
+def _index(t: Tally, name: str) -> int:
+    """Where field `name`'s value sits in a tally cell's key (task_id, policy, *values)."""
+    return t.fields.index(name) + 2
+
+
+def policy_labels(t: Tally) -> dict[int, str]:
+    """Policy number -> its label: the model (MISSING without one), and where one model was run
+    with several prompting settings, the settings that differ, e.g. `m [few_shot=False]`."""
+    settings = {pid: _settings(prompting) for (_, prompting), pid in t.policies.items()}
+    models = {pid: model for (model, _), pid in t.policies.items()}
+    labels = {}
+    for pid, model in models.items():
+        peers = [settings[q] for q, m in models.items() if m == model]
+        differ = sorted({k for peer in peers for k in {*peer, *settings[pid]}
+                         if peer.get(k) != settings[pid].get(k)})
+        name = MISSING if model is None else str(model)
+        labels[pid] = name + (" [" + ", ".join(f"{k}={settings[pid].get(k)}" for k in differ)
+                              + "]" if differ else "")
+    return labels
+
+
+def _settings(prompting: Any) -> dict[str, Any]:
+    if prompting is None:
+        return {}
+    if isinstance(prompting, bytes):  # canonical JSON (a nested value)
+        import orjson
+
+        return {k: str(v) for k, v in orjson.loads(prompting).items()}
+    return dict(prompting)
+
+
 def task_property(t: Tally, name: str, tasks: Mapping[str, Mapping[str, Any]] | None
                   ) -> dict[str, Any]:
     """task_id -> its one value of field `name` (None when it has none): the task record's
     when given, else the first non-null value of its attempts. Disagreeing attempts raise
     FieldConflict (unless the task record decides)."""
-    index = t.fields.index(name) + 1
+    index = _index(t, name)
     out: dict[str, Any] = {}
     for key in t.cells:
         tid, value = key[0], key[index]
@@ -67,7 +100,9 @@ def check_present(t: Tally, names: Iterable[str], tasks: Mapping[str, Mapping[st
                   ) -> None:
     """FieldAbsent for a --by field no attempt (nor task record) has a value of."""
     for name in names:
-        index = t.fields.index(name) + 1
+        if name == POLICY:
+            continue
+        index = _index(t, name)
         if all(key[index] is None for key in t.cells) and not (
                 tasks and any(task.get(name) is not None for task in tasks.values())):
             raise FieldAbsent(name, tasks is not None)
@@ -77,22 +112,47 @@ def group_tasks(t: Tally, by: str | None = None, by_task: Mapping[str, Any] | No
                 ) -> dict[str, TaskCounts]:
     """Per-task counts of the whole (by=None: {"overall": ...}) or of each value of field `by`:
     from `by_task` (task_id -> value, a task property) when given, else each cell's own."""
-    index = t.fields.index(by) + 1 if by else None
-    groups: dict[str, TaskCounts] = {}
+    return {name: tasks for (name,), tasks in cross_tasks(t, [(by, by_task)]).items()}
+
+
+def cross_tasks(t: Tally, by: Sequence[tuple[str | None, Mapping[str, Any] | None]]
+                ) -> dict[tuple[str, ...], TaskCounts]:
+    """Per-task counts of each combination of the values of several fields (a field None: the
+    whole, "overall"), each (field, by_task) as in group_tasks: `--by model --by domain`'s
+    model × domain cells."""
+    labels = policy_labels(t) if any(field == POLICY for field, _ in by) else {}
+    pick = [_picker(t, field, by_task, labels) for field, by_task in by]
+    groups: dict[tuple[str, ...], TaskCounts] = {}
     for key, cell in t.cells.items():
-        value = None if index is None else by_task[key[0]] if by_task is not None else key[index]
         values = cell_values(cell)
-        for name in _group_names(value, index is None):
-            tasks = groups.setdefault(name, {})
+        for names in _combinations([f(key) for f in pick]):
+            tasks = groups.setdefault(names, {})
             mine = tasks.get(key[0])
             tasks[key[0]] = _new_counts(Counts, values if mine is None else _sum(mine, values))
     return groups
 
 
-def _group_names(value: Any, overall: bool) -> Sequence[str]:
+def _picker(t: Tally, field: str | None, by_task, labels):
+    """key -> the group names a cell's key puts its task in, for one field."""
+    if field is None:
+        return lambda key: ("overall",)
+    if field == POLICY:
+        return lambda key: (labels[key[1]],)
+    index = _index(t, field)
+    if by_task is not None:
+        return lambda key: _group_names(by_task[key[0]])
+    return lambda key: _group_names(key[index])
+
+
+def _combinations(per_field: list[Sequence[str]]) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = [()]
+    for names in per_field:
+        out = [(*o, n) for o in out for n in names]
+    return out
+
+
+def _group_names(value: Any) -> Sequence[str]:
     """The groups a value puts its task in: a list (tags) one per item, so the groups overlap."""
-    if overall:
-        return ("overall",)
     if isinstance(value, tuple):
         return [str(v) for v in dict.fromkeys(value) if v is not None] or (MISSING,)
     return (MISSING,) if value is None else (str(value),)

@@ -108,18 +108,25 @@ def _t975(df: float) -> float:
     return t_ppf(0.975, df)
 
 
-def rate_interval(estimate: float | None, s: Spread | None, trials: float, cap: bool = True
-                  ) -> list[float] | None:
+def rate_interval(estimate: float | None, s: Spread | None, trials: float, cap: bool = True,
+                  units: float | None = None) -> list[float] | None:
     """Korn–Graubard 95% interval of a rate in [0, 1]: Clopper–Pearson at the effective number
     of trials p(1−p)/V (with `cap`, never more than the trials there were: the population
-    rule), shrunk for the t's degrees of freedom; at p = 0 or 1, the trials there were."""
+    rule), shrunk for the t's degrees of freedom.
+
+    At p = 0 or 1 the variance says nothing, and the interval is the exact Clopper–Pearson one
+    of `units` trials: the independent units (tasks, or clusters) of a population, since a unit
+    whose attempts all failed bounds its rate like one failed trial ((1 − p)^n ≤ 1 − p); without
+    `units` (the benchmark estimand: only the attempts are random), the trials there were."""
     if estimate is None or s is None:
         return None
-    t = _t975(s.df)
     p = min(max(estimate, 0.0), 1.0)
-    n = p * (1 - p) / s.variance if p * (1 - p) > 0 else trials
-    n = min(n, trials) if cap else n
-    n *= (Z95 / t) ** 2
+    if p * (1 - p) > 0:
+        n = p * (1 - p) / s.variance
+        n = min(n, trials) if cap else n
+        n *= (Z95 / _t975(s.df)) ** 2
+    else:
+        n = units if units is not None else trials
     x = p * n
     lo = 0.0 if x <= 0 else betaincinv(x, n - x + 1, 0.025)
     hi = 1.0 if x >= n else betaincinv(x + 1, n - x, 0.975)

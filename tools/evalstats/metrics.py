@@ -48,7 +48,8 @@ def metrics(tasks: TaskCounts, ks: Sequence[int], clusters: Mapping[str, Any] | 
     labels = cluster_labels(list(clean), clusters)
     pooled = S.pass_at_1(ns, cs, pooled=True, estimand=estimand, clusters=labels)
     task_mean = S.pass_at_1(ns, cs, pooled=False, estimand=estimand, clusters=labels)
-    at_k = _at_k(ns, cs, ks, labels, task_mean if estimand == POPULATION else None)
+    borrowed = S.design_effect([c / n for n, c in zip(ns, cs)], ns, labels)
+    at_k = _at_k(ns, cs, ks, labels, task_mean, borrowed)
     T, attempts, successes = len(ns), sum(ns), sum(cs)
     return {
         "tasks": T,
@@ -63,16 +64,18 @@ def metrics(tasks: TaskCounts, ks: Sequence[int], clusters: Mapping[str, Any] | 
         "pass_at_1_task_mean_se": task_mean["se"],
         "pass_at_1_task_mean_ci95": task_mean["ci95"],
         **at_k,
-        "observed_all": observed_all(ns, cs, labels),
-        "cost": cost(tasks, successes, sum(1 for n, c in zip(ns, cs) if c == n)),
+        "observed_all": observed_all(ns, cs, labels, borrowed),
+        "cost": cost(tasks, sum(1 for n, c in zip(ns, cs) if c == n)),
     }
 
 
 def _at_k(ns: list[int], cs: list[int], ks: Sequence[int], labels,
-          task_mean: dict | None = None) -> dict[str, dict]:
+          task_mean: dict | None = None, borrowed: float | None = None) -> dict[str, dict]:
     """pass@k and pass^k per k (null where a task has fewer than k clean attempts), each with
-    its 95% interval over tasks (population; m_i = n_i/k independent k-trials per task). At
-    k = 1 both are the task mean: its population estimate is reused when given."""
+    its 95% interval over tasks (population; m_i = n_i/k independent k-trials per task; with
+    clusters, pass@1's design effect `borrowed` as a floor). At k = 1 both are the task mean:
+    its estimate and interval are reused when given (one estimate, one interval, under either
+    estimand)."""
     out: dict[str, dict] = {"pass_at_k": {}, "pass_at_k_ci95": {}, "pass_hat_k": {},
                             "pass_hat_k_ci95": {}}
     for k in ks:
@@ -89,11 +92,12 @@ def _at_k(ns: list[int], cs: list[int], ks: Sequence[int], labels,
         for key, values in (("pass_at_k", [p for p, _ in pairs]),
                             ("pass_hat_k", [h for _, h in pairs])):
             out[key][str(k)] = E.mean(values)
-            out[f"{key}_ci95"][str(k)] = S.task_mean_interval(values, trials, labels)
+            out[f"{key}_ci95"][str(k)] = S.task_mean_interval(values, trials, labels, borrowed)
     return out
 
 
-def observed_all(ns: list[int], cs: list[int], labels=None) -> dict[str, Any]:
+def observed_all(ns: list[int], cs: list[int], labels=None, borrowed: float | None = None
+                 ) -> dict[str, Any]:
     """Tasks whose every clean attempt succeeded. `k` is the number of attempts each of them was
     counted over: the common n when every task has the same n, else null (then `k_min`..`k_max`
     are the range: compare pass_hat_k at one k instead)."""
@@ -103,16 +107,26 @@ def observed_all(ns: list[int], cs: list[int], labels=None) -> dict[str, Any]:
     return {"k": ns[0] if ns and min(ns) == max(ns) else None,
             "k_min": min(ns, default=None), "k_max": max(ns, default=None),
             "count": count, "fraction": count / T if T else None,
-            "ci95": S.task_mean_interval(hits, [1.0] * T, labels)}
+            "ci95": S.task_mean_interval(hits, [1.0] * T, labels, borrowed)}
 
 
-def cost(tasks: TaskCounts, successes: int, reliable: int) -> dict[str, Any]:
+def cost(tasks: TaskCounts, reliable: int) -> dict[str, Any]:
     """Campaign cost over every priced attempt (system errors included: they were paid for);
-    attempts of a --price model without token counts are `unpriced_attempts`, not free."""
+    attempts of a --price model without token counts are `unpriced_attempts`, not free.
+
+    When some attempts have no cost, the ratios stay about the priced ones: per success is
+    the priced attempts' cost over their own successes, and per reliable task scales the
+    priced cost to every recorded attempt (total × recorded / priced) before dividing by the
+    tasks solved k/k, which unpriced attempts also made. `total_usd` is what was priced."""
     priced = sum(c.priced_attempts for c in tasks.values())
     total = math.fsum(c.cost_usd for c in tasks.values()) if priced else None
+    recorded = sum(c.attempts + c.system_errors for c in tasks.values())
+    priced_successes = sum(c.priced_successes for c in tasks.values())
+    campaign = total * recorded / priced if total is not None else None
     return {"total_usd": total,
-            "per_success_usd": total / successes if total is not None and successes else None,
-            "per_reliable_task_usd": total / reliable if total is not None and reliable else None,
+            "per_success_usd": total / priced_successes if total is not None and priced_successes
+            else None,
+            "per_reliable_task_usd": campaign / reliable if campaign is not None and reliable
+            else None,
             "priced_attempts": priced,
             "unpriced_attempts": sum(c.unpriced_attempts for c in tasks.values())}

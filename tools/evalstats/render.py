@@ -1,24 +1,49 @@
-"""Human formats of the metrics and compare objects: aligned table, markdown, PNG plots."""
+"""Human formats of the metrics, compare and tally objects: aligned table and markdown. Every
+number is the JSON object's, formatted (rates in percent to one decimal, USD to 4 significant
+digits); the figures are in figures.py."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from html import escape
 from typing import Any
 
 
-def _pct(x: float | None) -> str:
+def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}"
 
 
-def _usd(x: float | None) -> str:
+def usd(x: float | None) -> str:
     return "-" if x is None else f"{x:.4g}"
 
 
-def grid(headers: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool) -> str:
-    if markdown:
+def change(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1f}%"
+
+
+
+
+class Markup(str):
+    """Cell text that is already HTML (a marked best value): not escaped again."""
+
+
+STYLES = ("table", "markdown", "html")
+
+
+def grid(headers: Sequence[str], rows: Sequence[Sequence[str]], style: str = "table") -> str:
+    """Aligned plain text, a markdown table or an HTML table (first column left, others
+    right)."""
+    if style == "html":
+        def cells(tag, row):
+            return "".join(f"<{tag}>{c if isinstance(c, Markup) else escape(c)}</{tag}>"
+                           for c in row)
+        body = "".join(f"<tr>{cells('td', r)}</tr>" for r in rows)
+        return f"<table><thead><tr>{cells('th', headers)}</tr></thead><tbody>{body}</tbody></table>"
+    if style == "markdown":
         lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(
             "---" if i == 0 else "---:" for i in range(len(headers))) + "|"]
-        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+        return "\n".join(lines + ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |"
+                                  for r in rows])
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     fmt = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths))
     return "\n".join(fmt.format(*r) for r in [headers, *rows])
@@ -37,7 +62,15 @@ def _all_label(k: int | None) -> str:
     return "k/k" if k is None else f"{k}/{k}"
 
 
-def metrics_table(report: dict[str, Any], markdown: bool = False) -> str:
+def metrics_table(report: dict[str, Any], style: str = "table") -> str:
+    """With two --by fields, the first × second table (cross_table), then the list of groups;
+    else the list."""
+    cross = cross_table(report, style)
+    listing = groups_table(report, style)
+    return listing if cross is None else f"{cross}\n\n{listing}"
+
+
+def groups_table(report: dict[str, Any], style: str = "table") -> str:
     """One row per group; rates in percent. pass@1 is pooled (successes / clean attempts) with
     its standard error; the task mean beside it (pass@1 and pass^1 averaged over tasks, so k = 1
     gets no column of its own); then pass@k and pass^k per k > 1, and k/k with its k."""
@@ -50,125 +83,150 @@ def metrics_table(report: dict[str, Any], markdown: bool = False) -> str:
     for name, g in _groups(report):
         obs = g["observed_all"]
         rows.append([name, str(g["tasks"]), str(g["attempts"]), str(g["system_errors"]),
-                     _pct(g["pass_at_1"]), _pct(g["pass_at_1_se"]), _pct(g["pass_at_1_task_mean"]),
-                     *(_pct(g["pass_at_k"].get(k)) for k in ks),
-                     *(_pct(g["pass_hat_k"].get(k)) for k in ks),
-                     f"{obs['count']}/{g['tasks']}", _usd(g["cost"]["per_success_usd"]),
-                     _usd(g["cost"]["per_reliable_task_usd"])])
-    return grid(headers, rows, markdown)
+                     pct(g["pass_at_1"]), pct(g["pass_at_1_se"]), pct(g["pass_at_1_task_mean"]),
+                     *(pct(g["pass_at_k"].get(k)) for k in ks),
+                     *(pct(g["pass_hat_k"].get(k)) for k in ks),
+                     f"{obs['count']}/{g['tasks']}", usd(g["cost"]["per_success_usd"]),
+                     usd(g["cost"]["per_reliable_task_usd"])])
+    return grid(headers, rows, style)
 
 
-def compare_table(report: dict[str, Any], markdown: bool = False) -> str:
+def cross_fields(report: dict[str, Any]) -> tuple[str, str] | None:
+    """(first, second) when the report holds the first × second groups (two --by fields)."""
+    for key, groups in report.items():
+        if key.startswith("by_"):
+            for group in groups.values():
+                inner = [k for k in group if k.startswith("by_")]
+                if inner:
+                    return key[3:], inner[0][3:]
+            return None
+    return None
+
+
+def top_kmax(report: dict[str, Any]) -> str | None:
+    """The largest k of the overall group (the k of the cross table's pass@k)."""
+    ks = [k for k in report["overall"]["pass_at_k"] if k != "1"]
+    return ks[-1] if ks else None
+
+
+def cross_table(report: dict[str, Any], style: str = "table") -> str | None:
+    """The study's models × domains table: one row per value of the first --by field, per value
+    of the second (and `all`) pass@1 (pooled), pass@k at the largest k and observed k/k (as a
+    share of the tasks), in percent. The best of each column is bold and the second best
+    underlined (markdown, html), or marked * and + (table). None without two --by fields."""
+    fields = cross_fields(report)
+    if fields is None:
+        return None
+    first, second = fields
+    rows = report[f"by_{first}"]
+    columns = sorted({c for g in rows.values() for c in g.get(f"by_{second}", {})})
+    kmax = top_kmax(report)
+    every = _all_label(row_k(rows))
+    metrics = [("pass@1", lambda g: g["pass_at_1"]),
+               *([(f"pass@{kmax}", lambda g: g["pass_at_k"].get(kmax))] if kmax else []),
+               (every, lambda g: g["observed_all"]["fraction"])]
+    headers = [first]
+    values: list[list[float | None]] = [[] for _ in rows]
+    for column in [*columns, "all"]:
+        for name, get in metrics:
+            headers.append(f"{column} {name}%")
+            for i, g in enumerate(rows.values()):
+                cell = g if column == "all" else g.get(f"by_{second}", {}).get(column)
+                values[i].append(None if cell is None else get(cell))
+    marks = rank_marks([[None if v is None else round(100 * v, 1) for v in row]
+                        for row in values])  # as shown: equal figures tie
+    body = [[name, *(_mark(pct(v), m, style) for v, m in zip(vals, mk))]
+            for name, vals, mk in zip(rows, values, marks)]
+    legend = "\n* best of the column, + second" if style == "table" else ""
+    return grid(headers, body, style) + legend
+
+
+def row_k(rows: dict[str, Any]) -> int | None:
+    """The k of the k/k column of these groups: their common observed_all k, else None."""
+    ks = {g["observed_all"]["k"] for g in rows.values()}
+    return ks.pop() if len(ks) == 1 else None
+
+
+def rank_marks(values: list[list[float | None]]) -> list[list[int]]:
+    """Per cell: 1 for the best of its column, 2 for the second best (ties share), 0 else;
+    nothing is marked in a column with fewer than two values."""
+    marks = [[0] * len(row) for row in values]
+    for j in range(len(values[0]) if values else 0):
+        column = sorted({row[j] for row in values if row[j] is not None}, reverse=True)
+        if sum(row[j] is not None for row in values) < 2:
+            continue
+        for i, row in enumerate(values):
+            if row[j] is not None and row[j] in column[:2]:
+                marks[i][j] = column.index(row[j]) + 1
+    return marks
+
+
+def _mark(text: str, mark: int, style: str) -> str:
+    """Best (1) bold, second (2) underlined; in a plain table * and +."""
+    if not mark:
+        return text
+    if style == "markdown":
+        return f"**{text}**" if mark == 1 else f"<u>{text}</u>"
+    if style == "html":
+        return Markup(f"<strong>{text}</strong>" if mark == 1 else f"<u>{text}</u>")
+    return text + ("*" if mark == 1 else "+")
+
+
+def compare_table(report: dict[str, Any], style: str = "table") -> str:
+    """The comparison (compare_rates_table), then the cost of each run per success and per
+    reliable task with the % change (when either run has a cost)."""
+    rates = compare_rates_table(report, style)
+    costs = compare_cost_table(report, style)
+    return rates if costs is None else f"{rates}\n\n{costs}"
+
+
+def _compare_groups(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [("overall", report), *((f"{key[3:]}={name}", g) for key, by in report.items()
+                                   if key.startswith("by_") for name, g in by.items())]
+
+
+def compare_cost_table(report: dict[str, Any], style: str = "table") -> str | None:
+    """Per group: USD per successful attempt and per reliable task (k/k) of BASE and NEW, and
+    the % change of each (the study's cost table). None when neither run has a cost."""
+    groups = _compare_groups(report)
+    if all(g["cost"]["base"]["total_usd"] is None and g["cost"]["new"]["total_usd"] is None
+           for _, g in groups):
+        return None
+    headers = ["group", "$/success base", "new", "change", "$/reliable base", "new", "change"]
+    rows = []
+    for name, g in groups:
+        c = g["cost"]
+        rows.append([name, usd(c["base"]["per_success_usd"]), usd(c["new"]["per_success_usd"]),
+                     change(c["per_success_change_pct"]), usd(c["base"]["per_reliable_task_usd"]),
+                     usd(c["new"]["per_reliable_task_usd"]),
+                     change(c["per_reliable_task_change_pct"])])
+    return grid(headers, rows, style)
+
+
+def compare_rates_table(report: dict[str, Any], style: str = "table") -> str:
     """One row per group: pooled pass@1, pass@k and k/k of each run, Δ, P(new better)."""
     k, every = report["pass_at_k"]["k"], _all_label(report["observed_all"]["k"])
     headers = ["group", "tasks", "pass@1(pooled) base", "new", "Δ", "±se", f"pass@{k} base", "new",
                "Δ", f"{every} base", "new", "Δ", "P(new better)"]
     rows = []
-    groups = [("overall", report), *((f"{key[3:]}={name}", g) for key, by in report.items()
-                                     if key.startswith("by_") for name, g in by.items())]
-    for name, g in groups:
+    for name, g in _compare_groups(report):
         p1, pk, obs = g["pass_at_1"], g["pass_at_k"], g["observed_all"]
-        rows.append([name, str(g["tasks"]), _pct(p1["base"]), _pct(p1["new"]), _pct(p1["delta"]),
-                     _pct(p1["se"]), _pct(pk["base"]), _pct(pk["new"]), _pct(pk["delta"]),
+        rows.append([name, str(g["tasks"]), pct(p1["base"]), pct(p1["new"]), pct(p1["delta"]),
+                     pct(p1["se"]), pct(pk["base"]), pct(pk["new"]), pct(pk["delta"]),
                      str(obs["base"]), str(obs["new"]), f"{obs['delta']:+d}",
                      "-" if g["p_new_better"] is None else f"{g['p_new_better']:.3f}"])
-    return grid(headers, rows, markdown)
+    return grid(headers, rows, style)
 
 
-# --- plots (matplotlib, Agg, imported only here) ------------------------------------------------------
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
-def pareto(points: Sequence[tuple[float, float]]) -> list[int]:
-    """Indices of (pass@1, cost) points no other point beats on both (higher pass, lower cost)."""
-    return [i for i, (p, c) in enumerate(points)
-            if not any((q >= p and d <= c) and (q > p or d < c) for q, d in points)]
-
-
-def _heatmap(ax, rows, cols, values, labels, cmap, vmin, vmax, title):
-    import numpy as np
-
-    data = np.array([[np.nan if v is None else v for v in r] for r in values], dtype=float)
-    im = ax.imshow(data, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
-    ax.set_xticks(range(len(cols)), cols)
-    ax.set_yticks(range(len(rows)), rows)
-    for i, r in enumerate(labels):
-        for j, text in enumerate(r):
-            shade = im.cmap(im.norm(data[i, j]))[:3] if not np.isnan(data[i, j]) else (1, 1, 1)
-            dark = 0.299 * shade[0] + 0.587 * shade[1] + 0.114 * shade[2] < 0.5
-            ax.text(j, i, text, ha="center", va="center", fontsize=8,
-                    color="white" if dark else "black")
-    ax.set_title(title)
-    return im
-
-
-def plot_metrics(report: dict[str, Any], by_model: dict[str, Any], path: str) -> None:
-    """Left: cost per successful attempt against pass@1, one point per model, Pareto frontier
-    marked. Right: domain × metric heatmap."""
-    plt = _pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8), dpi=110)
-    models = [(m, g["pass_at_1"], g["cost"]["per_success_usd"]) for m, g in by_model.items()
-              if g["pass_at_1"] is not None and g["cost"]["per_success_usd"] is not None]
-    if models:
-        pts = [(p, c) for _, p, c in models]
-        front = set(pareto(pts))
-        for i, (name, p, c) in enumerate(models):
-            left.scatter([p], [c], s=60, color="#2f6db5" if i in front else "#9aa3ad", zorder=3)
-            left.annotate(name, (p, c), textcoords="offset points", xytext=(5, 4), fontsize=8)
-        frontier = sorted(pts[i] for i in front)
-        left.plot([p for p, _ in frontier], [c for _, c in frontier], "--", color="#2f6db5",
-                  label="Pareto frontier")
-        left.legend(frameon=False)
-    else:
-        left.text(0.5, 0.5, "no cost data\n(cost_usd or --price)", ha="center", va="center",
-                  transform=left.transAxes)
-    left.set_xlabel("pass@1")
-    left.set_ylabel("USD per successful attempt")
-    left.set_title("cost vs pass@1 by model")
-    groups = report.get("by_domain") or {"overall": report["overall"]}
-    ks = list(report["overall"]["pass_at_k"])
-    kmax = ks[-1] if ks else None
-    cols = ["pass@1", *([f"pass@{kmax}", f"pass^{kmax}"] if kmax else []),
-            _all_label(report["overall"]["observed_all"]["k"])]
-    values = [[g["pass_at_1"], *([g["pass_at_k"].get(kmax), g["pass_hat_k"].get(kmax)]
-                                 if kmax else []), g["observed_all"]["fraction"]]
-              for g in groups.values()]
-    labels = [[_pct(v) for v in r] for r in values]
-    im = _heatmap(right, list(groups), cols, values, labels, "viridis", 0, 1, "by domain (%)")
-    fig.colorbar(im, ax=right, fraction=0.046)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
-def plot_compare(report: dict[str, Any], path: str) -> None:
-    """Domain × metric heatmap of NEW - BASE, each cell labelled base → new."""
-    plt = _pyplot()
-    groups = {"overall": report}
-    for key, by in report.items():
-        if key.startswith("by_"):
-            groups.update({f"{key[3:]}={name}": g for name, g in by.items()})
-    cols = ["pass@1", f"pass@{report['pass_at_k']['k']}", _all_label(report["observed_all"]["k"])]
-    values, labels = [], []
-    for g in groups.values():
-        p1, pk, obs = g["pass_at_1"], g["pass_at_k"], g["observed_all"]
-        cells = [(p1["base"], p1["new"], p1["delta"]), (pk["base"], pk["new"], pk["delta"]),
-                 (obs["base_fraction"], obs["new_fraction"], obs["delta_fraction"])]
-        values.append([d for _, _, d in cells])
-        labels.append([f"{_pct(b)}→{_pct(n)}\n({'-' if d is None else f'{100 * d:+.1f}'})"
-                       for b, n, d in cells])
-    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.55 * len(groups)), dpi=110)
-    top = max([abs(v) for r in values for v in r if v is not None] or [0.01])
-    im = _heatmap(ax, list(groups), cols, values, labels, "RdBu", -top, top,
-                  "new vs base: base → new % (Δ points)")
-    fig.colorbar(im, ax=ax, fraction=0.046)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+def tally_table(records: Sequence[dict[str, Any]], style: str = "table") -> str:
+    """One row per (policy, task): successes / n, system errors, and the checks that failed
+    most with their counts (`-` where no graded episodes were given)."""
+    headers = ["policy", "task", "domain", "successes/n", "sys_err", "failed checks (count)"]
+    rows = [[r["policy"], r["task_id"], r.get("domain") or "-", f"{r['successes']}/{r['n']}",
+             str(r["system_errors"]),
+             "-" if r["failed_checks"] is None else
+             ", ".join(f"{c['id']} ({c['count']})" for c in r["failed_checks"]) or "none"]
+            for r in records]
+    return grid(headers, rows, style)

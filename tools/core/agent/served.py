@@ -34,11 +34,15 @@ def check_served_tokenizer(endpoints: Endpoints, model: str, max_context: int,
     the served max_model_len, or token ids that differ from the local tokenizer's (`name`, as
     the user gave it) stop the run (exit 2); a check the server cannot answer is a warning."""
     async def check_all() -> None:
-        try:
-            await asyncio.gather(*(_check_endpoint(endpoints, url, model, max_context, template, name)
-                                   for url in endpoints.urls))
+        try:  # every endpoint's check runs to its end, whatever another's found: then the first problem
+            outcomes = await asyncio.gather(*(
+                _check_endpoint(endpoints, url, model, max_context, template, name)
+                for url in endpoints.urls), return_exceptions=True)
         finally:
             endpoints.close()
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     asyncio.run(check_all())
 

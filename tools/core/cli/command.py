@@ -8,7 +8,6 @@ import errno
 import functools
 import os
 import signal
-import sqlite3
 import sys
 from collections.abc import Callable
 
@@ -144,13 +143,7 @@ def judge_options(fn):
         # here, not at the top: the tools without a judge skip its imports
         from endstate.core.grading.judge import Judge
 
-        try:
-            judge = Judge.from_options(judge_model, judge_base_url, judge_cache)
-        except sqlite3.DatabaseError as e:  # not a SQLite file, a folder, a file it cannot write
-            where = judge_cache or "the judge cache in $ENDSTATE_CACHE"
-            raise EndstateError(f"--judge-cache {where}: cannot keep verdicts there ({e}); give a "
-                                "new file name, or a judge cache endstate wrote") from None
-        return fn(*args, judge=judge, **kwargs)
+        return fn(*args, judge=Judge.from_options(judge_model, judge_base_url, judge_cache), **kwargs)
 
     for option in (
         click.option("--judge-cache", type=click.Path(dir_okay=False),

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import re
-from urllib.parse import urlsplit
 
 import click
+
+from endstate.core.wire.urls import url_problem
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -43,37 +44,39 @@ def number(low: float, high: float, **open_ends: bool) -> FiniteFloatRange:
     return FiniteFloatRange(low, high, **open_ends)
 
 
+class EndpointURL(click.ParamType):
+    """An endpoint's base URL, or several separated by commas or spaces, each
+    http(s)://HOST[:PORT][/path]; anything else is a usage error naming the flag (or the YAML key),
+    before the first episode, not a failure inside every one."""
+
+    name = "url"
+
+    def convert(self, value, param, ctx):
+        if not isinstance(value, str):  # a YAML value
+            self.fail(f"{value!r:.60} is not a URL", param, ctx)
+        for one in split_urls(value):
+            problem = url_problem(one)
+            if problem:
+                self.fail(f"{one!r}: {problem}; give the endpoint's base URL, e.g. "
+                          "http://localhost:8000/v1", param, ctx)
+        return value
+
+
+URL = EndpointURL()
+
+
+def split_urls(value: str) -> list[str]:
+    return [u for u in re.split(r"[,\s]+", value) if u]
+
+
 def urls(ctx, param, values) -> list[str]:
-    """A repeatable endpoint flag (--agent-url, --user-url): each value one base URL or several
-    separated by commas or spaces, each http(s)://HOST[:PORT][/path]; anything else is a usage
-    error naming the flag, before the first episode (not a failure inside every one)."""
-    found = [u for v in values for u in re.split(r"[,\s]+", v) if u]
-    for one in found:
-        problem = url_problem(one)
-        if problem:
-            raise click.BadParameter(f"{one!r}: {problem}; give the endpoint's base URL, e.g. "
-                                     "http://localhost:8000/v1", ctx, param)
-    return found
-
-
-def url_problem(text: str) -> str | None:
-    try:
-        parts = urlsplit(text)
-        parts.port  # noqa: B018 - raises on a port that is no number or past 65535
-    except ValueError as e:
-        return str(e)
-    if parts.scheme not in ("http", "https"):
-        return "not an http:// or https:// URL"
-    if not parts.hostname:
-        return "no host"
-    return None
+    """A repeatable endpoint flag (--agent-url, --user-url): every URL its values hold, checked."""
+    return [u for v in values for u in split_urls(URL.convert(v, param, ctx))]
 
 
 def url(ctx, param, value: str | None) -> str | None:
     """One endpoint flag (--judge-base-url): http(s)://HOST[:PORT][/path], else a usage error."""
-    if value is not None:
-        urls(ctx, param, [value])
-    return value
+    return value if value is None else URL.convert(value, param, ctx)
 
 
 SEED = count(0, INT64_MAX)  # the seed of everything random: 64 bits, as every sampler takes

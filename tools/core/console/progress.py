@@ -20,12 +20,17 @@ class Progress:
         self.total, self.done, self.tokens = total, 0, 0
         self.counts: Counter[str] = Counter(dict.fromkeys(counts, 0))  # shown even while 0
         self.started = time.monotonic()
+        self.text = ""
         self.bar = None
         if total and not quiet and sys.stderr.isatty():
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, unit=unit, desc=what, file=sys.stderr, dynamic_ncols=True,
                             leave=summary)  # a bar inside a longer job (one grpo step) goes away
+
+    def status(self, text: str) -> None:
+        """A few words on the live bar beside the counts (the latest step of a grpo run)."""
+        self.text = text
 
     def advance(self, counts: Mapping[str, int] = {}, tokens: int = 0) -> None:
         self.done += 1
@@ -53,6 +58,8 @@ class Progress:
 
     def _counts(self) -> str:
         parts = [f"{name} ×{n}" for name, n in self.counts.items()]
+        if self.bar and self.text:
+            parts.append(self.text)
         if self.bar and self.tokens:
             parts.append(f"{self.tokens / max(time.monotonic() - self.started, 1e-9):,.0f} tok/s")
         return ", ".join(parts)

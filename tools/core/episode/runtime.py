@@ -9,8 +9,8 @@ import asyncio
 import dataclasses
 import os
 import signal
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
 
 import msgspec
 
@@ -28,11 +28,19 @@ from endstate.core.records.structs import Episode, Task
 OnEpisode = Callable[[dict[str, Any], Episode], Awaitable[dict[str, Any] | None] | dict[str, Any] | None]
 
 
+class Closing(Protocol):
+    """What holds connections on the run's event loop (a grader's judge): closed at its end."""
+
+    def close(self) -> None: ...
+
+
 async def run_all(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains,
-                  backend: AgentBackend, on_episode: OnEpisode, progress: Progress) -> None:
+                  backend: AgentBackend, on_episode: OnEpisode, progress: Progress,
+                  closing: Sequence[Closing] = ()) -> None:
     """Run every (task, attempt) with at most cfg.jobs in flight; `on_episode(task, episode)` is
     called as each finishes (its output is written there, one line at a time) and may return the
-    record it wrote (a graded one counts rewards in the progress line)."""
+    record it wrote (a graded one counts rewards in the progress line); a coroutine it returns
+    (grading with a judge) is awaited beside the other episodes. `closing` is closed at the end."""
     gate = asyncio.Semaphore(cfg.jobs)
     price = price_of(cfg)
     policy = cfg.policy()
@@ -54,6 +62,8 @@ async def run_all(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains
         if backend is not None:  # none when there is nothing to run
             backend.close()
         make_user.close()
+        for resource in closing:
+            resource.close()
 
 
 EPISODE_COUNTS = ("ok", "system_error")
@@ -72,7 +82,7 @@ def _advance(progress: Progress, episode: Episode, written: dict[str, Any] | Non
 def run_episodes(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains,
                  backend: AgentBackend | None, on_episode: OnEpisode,
                  what: str = "rollout", quiet: bool = False,
-                 counts: tuple[str, ...] = EPISODE_COUNTS) -> None:
+                 counts: tuple[str, ...] = EPISODE_COUNTS, closing: Sequence[Closing] = ()) -> None:
     """Run every key in this process's event loop or, with cfg.procs > 1, split over that many
     forked processes. Either way `on_episode(task, episode)` runs here, in this process, as each
     episode finishes, so outputs are written by one process one line at a time. Progress and a
@@ -87,9 +97,9 @@ def run_episodes(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains,
 
     try:
         if cfg.procs <= 1 or len(keys) <= 1:
-            asyncio.run(run_all(keys, cfg, domains, backend, written, progress))
+            asyncio.run(run_all(keys, cfg, domains, backend, written, progress, closing))
         else:
-            _run_forked(keys, cfg, domains, backend, written, progress)
+            _run_forked(keys, cfg, domains, backend, written, progress, closing)
     finally:
         progress.close()
     if internal:
@@ -98,11 +108,13 @@ def run_episodes(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains,
                             "please report it. The other episodes are complete.", ExitCode.INTERNAL)
 
 
-def _run_forked(keys, cfg, domains, backend, on_episode: OnEpisode, progress: Progress) -> None:
+def _run_forked(keys, cfg, domains, backend, on_episode: OnEpisode, progress: Progress,
+                closing: Sequence[Closing]) -> None:
     """One event loop per process: past ~2,000 model calls a second one core is the limit
     (docs/rollout.md). Each worker gets every procs-th key and -j/procs episodes in flight
     (rounded up). Workers are forked (they inherit domains, tasks and the backend, and open
-    their own sockets and seed connections) and send finished episodes back through pipes."""
+    their own sockets and seed connections) and send finished episodes back through pipes.
+    Here, a coroutine `on_episode` returns (grading with a judge) runs on one loop of its own."""
     import multiprocessing
     from multiprocessing.connection import wait
 
@@ -113,6 +125,7 @@ def _run_forked(keys, cfg, domains, backend, on_episode: OnEpisode, progress: Pr
     worker_cfg = dataclasses.replace(cfg, jobs=max(1, -(-cfg.jobs // procs)), procs=1,
                                      resolved_prompting=cfg.prompting)
     tasks = {(t["id"], a): t for t, a in keys}
+    loop = asyncio.new_event_loop()
     workers = {}
     for i in range(procs):
         receive, send = context.Pipe(duplex=False)
@@ -138,12 +151,18 @@ def _run_forked(keys, cfg, domains, backend, on_episode: OnEpisode, progress: Pr
                     raise EndstateError(message[1:].decode())
                 episode = msgspec.json.decode(message, type=Episode)
                 written = on_episode(tasks[(episode.task_id, episode.attempt)], episode)
+                if asyncio.iscoroutine(written):
+                    written = loop.run_until_complete(written)
                 _advance(progress, episode, written)
     finally:
         for worker in workers.values():
             worker.terminate()
         for worker in workers.values():
             worker.join()
+        for resource in closing:
+            resource.close()
+        loop.run_until_complete(asyncio.sleep(0))  # the closes it scheduled
+        loop.close()
 
 
 def _worker(keys, cfg: RunConfig, domains: Domains, backend, send, inherited) -> None:

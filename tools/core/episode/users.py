@@ -123,7 +123,7 @@ class LLMUser:
     model: str
     instruction: str
     seed: int | None = 0
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = field(default_factory=lambda: Usage(calls=0))
 
     def close(self) -> None:
         """Close the connections to the user's model (at the end of a session)."""
@@ -142,5 +142,6 @@ class LLMUser:
             "model": self.model, "messages": convo, "temperature": 0.7, "max_tokens": 256,
             "seed": self.seed})
         self.usage.add(usage_of(response))
+        self.usage.calls += 1
         text = (chat_message(response).get("content") or "").strip()
         return STOP if STOP in text or not text else text

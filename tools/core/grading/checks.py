@@ -8,8 +8,8 @@ task, not in the agent: it raises TaskError instead of scoring 0.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from endstate.core.env.changes import Changes, key_text
@@ -17,6 +17,7 @@ from endstate.core.env.domain import Domain, Table
 from endstate.core.errors import EndstateError
 from endstate.core.grading import isolation, match
 from endstate.core.grading.judge import Judge
+from endstate.core.records.structs import Usage
 from endstate.core.registry import Registry
 
 
@@ -28,17 +29,19 @@ class TaskError(EndstateError):
 class Context:
     domain: Domain
     task: dict[str, Any]
-    conn: sqlite3.Connection  # the terminal state, read-only
+    conn: sqlite3.Connection | None  # the terminal state, read-only (None for coroutine kinds)
     changes: Changes
     messages: list[dict[str, Any]]
     gold_changes: Callable[[], Changes]  # replays the task's gold on demand (cached by the caller)
     judge: Judge | None
+    judge_usage: Usage = field(default_factory=lambda: Usage(calls=0, cache_hits=0))  # this episode's
 
 
 Outcome = tuple[bool, str]
-Check = Callable[[dict, Context], Outcome]
+Check = Callable[[dict, Context], Outcome | Awaitable[Outcome]]
 # A check kind: a function of the check record and the terminal state that says pass or fail with
-# a detail; a module outside core adds one with @CHECK_KINDS.register("name").
+# a detail; a module outside core adds one with @CHECK_KINDS.register("name"). A coroutine function
+# (the judge) runs after the database checks, without the database, and only while none failed.
 CHECK_KINDS: Registry[Check] = Registry("check kind")
 
 
@@ -228,9 +231,11 @@ def check_python(check: dict, ctx: Context) -> Outcome:
 
 
 @CHECK_KINDS.register("judge")
-def check_judge(check: dict, ctx: Context) -> Outcome:
+async def check_judge(check: dict, ctx: Context) -> Outcome:
     if ctx.judge is None:
         raise TaskError("this task has a judge check: pass --judge-model and --judge-base-url "
                         "(or set ENDSTATE_JUDGE_MODEL and ENDSTATE_JUDGE_BASE_URL)")
-    verdict = ctx.judge.ask(ctx.messages, check["question"])
-    return verdict, f"judge {ctx.judge.model} answered {'YES' if verdict else 'NO'}: {check['question']}"
+    verdict = await ctx.judge.ask(ctx.messages, check["question"])
+    ctx.judge_usage.add(verdict.usage)
+    said = "YES" if verdict.passed else "NO"
+    return verdict.passed, f"judge {ctx.judge.model} answered {said}: {check['question']}"

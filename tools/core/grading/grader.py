@@ -3,6 +3,8 @@ read-only, run every check. Reward is 1 exactly when all checks pass."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import sqlite3
 from collections.abc import Sequence
@@ -66,6 +68,11 @@ class Grader:
             self._gold[task["id"]] = replay(domain, task, task.get("gold", []))["changes"]
         return self._gold[task["id"]]
 
+    def close(self) -> None:
+        """The judge's connections, at the end of a run (on the event loop that used them)."""
+        if self.judge is not None:
+            self.judge.close()
+
     def task_problem(self, task: dict[str, Any]) -> str | None:
         """Why this grader cannot grade `task`, before any episode of it runs: a check kind no
         module registers, or a judge check with no judge configured."""
@@ -89,54 +96,118 @@ class Grader:
               *, judge_optional: bool = False) -> list[dict[str, Any]]:
         """Results of every check of `task` on the terminal state seed + init + `changes`.
 
-        Judge checks run last and only while every other check passes: a reward that is already 0
-        does not buy a judge call. Raises JudgeError when the judge cannot answer. With
-        `judge_optional` and no judge, judge checks are left unanswered (passed None).
-        """
+        The database checks run first; coroutine kinds (the judge) after them and only while every
+        other check passes: a reward that is already 0 does not buy a judge call. Raises
+        JudgeError when the judge cannot answer. With `judge_optional` and no judge, judge checks
+        are left unanswered (passed None). Outside an event loop: `acheck` runs inside one."""
+        results, ctx = self._database_checks(task, changes, messages)
+        if any(r is None for r in results):
+            asyncio.run(self._on_own_loop(self._asked(task, results, ctx, judge_optional)))
+        return results
+
+    async def acheck(self, task: dict[str, Any], changes: Changes, messages: list[dict[str, Any]],
+                     *, judge_optional: bool = False) -> tuple[list[dict[str, Any]], Context]:
+        """`check` inside an event loop, where the judge's calls run beside other episodes';
+        also returns the context, whose judge_usage is this episode's."""
+        results, ctx = self._database_checks(task, changes, messages)
+        await self._asked(task, results, ctx, judge_optional)
+        return results, ctx
+
+    def _database_checks(self, task: dict[str, Any], changes: Changes, messages: list[dict[str, Any]]
+                         ) -> tuple[list[dict[str, Any] | None], Context]:
+        """Every check but the coroutine kinds, on the read-only terminal state; those are None."""
         domain = self.domains[task["domain"]]
         sandbox = Sandbox(domain, task.get("init"))
         sandbox.apply_changes(changes)
         budget = StepBudget(self.check_steps)
         # python checks run in a process of their own (checks.check_python): this connection is
         # the shared one, only the declarative checks read it
+        results: list[dict[str, Any] | None] = [None] * len(task["checks"])
         with sandbox, sandbox.read_only(budget) as conn:
             ctx = Context(domain, task, conn, changes, messages,
                           lambda: self.gold_changes(task), self.judge)
-            order = sorted(range(len(task["checks"])), key=lambda i: task["checks"][i]["kind"] == "judge")
-            results: list[dict[str, Any] | None] = [None] * len(order)
-            for i in order:
-                check = task["checks"][i]
-                cid = check.get("id") or f"{i}:{check['kind']}"
-                if check["kind"] == "judge" and (
-                        any(r and r["passed"] is False for r in results)
-                        or (judge_optional and self.judge is None)):
-                    results[i] = {"id": cid, "kind": "judge", "passed": None, "detail": (
-                        "not asked: no judge configured" if self.judge is None
-                        else "not asked: another check already failed")}
+            for i, check in enumerate(task["checks"]):
+                fn = self._kind(check)
+                if inspect.iscoroutinefunction(fn):
                     continue
                 budget.reset()
                 try:
-                    passed, detail = self._kind(check)(check, ctx)
+                    passed, detail = fn(check, ctx)
                     if not conn.in_transaction:
                         raise TaskError("the check ended the grading transaction; checks only read")
                 except (TaskError, sqlite3.Error) as e:
                     why = (f"ran past {budget.steps:,} SQLite steps (a query that never ends?)"
                            if budget.exceeded else e.message if isinstance(e, TaskError)
                            else f"database error: {e}")
-                    raise TaskError(f"task {task['id']} check {cid}: {why}") from None
-                results[i] = {"id": cid, "kind": check["kind"], "passed": passed, "detail": detail}
-        return results
+                    raise TaskError(f"task {task['id']} check {_id(check, i)}: {why}") from None
+                results[i] = {"id": _id(check, i), "kind": check["kind"], "passed": passed,
+                              "detail": detail}
+        ctx.conn = None
+        return results, ctx
+
+    async def _asked(self, task: dict[str, Any], results: list[dict[str, Any] | None], ctx: Context,
+                     judge_optional: bool) -> None:
+        """Fill in the coroutine kinds' results (the judge's), unless another check failed."""
+        failed = any(r and r["passed"] is False for r in results)
+        for i, check in enumerate(task["checks"]):
+            if results[i] is not None:
+                continue
+            if failed or (judge_optional and self.judge is None):
+                results[i] = {"id": _id(check, i), "kind": check["kind"], "passed": None, "detail": (
+                    "not asked: another check already failed" if failed
+                    else "not asked: no judge configured")}
+                continue
+            try:
+                passed, detail = await self._kind(check)(check, ctx)
+            except TaskError as e:
+                raise TaskError(f"task {task['id']} check {_id(check, i)}: {e.message}") from None
+            results[i] = {"id": _id(check, i), "kind": check["kind"], "passed": passed,
+                          "detail": detail}
+
+    async def _on_own_loop(self, work):
+        """`work`'s value, on an event loop of its own (asyncio.run): the judge's connections are
+        closed before the loop is."""
+        try:
+            return await work
+        finally:
+            if self.judge is not None:
+                self.judge.close()
 
     def grade(self, episode: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
         """The graded episode: reward 1/0, or null (with status system_error) when the episode or
-        its judge failed for reasons outside the agent."""
+        its judge failed for reasons outside the agent. Outside an event loop; `agrade` inside."""
+        if episode["status"] == "system_error" or not self._asks(task):
+            return self._graded(episode, task, lambda: (self.check(task, episode["changes"],
+                                                                   episode["messages"]), None))
+        return asyncio.run(self._on_own_loop(self.agrade(episode, task)))
+
+    async def agrade(self, episode: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
+        """`grade` inside an event loop: the judge's calls wait beside the other episodes'."""
+        if episode["status"] == "system_error":
+            return self._graded(episode, task, None)
+        try:
+            results, ctx = await self.acheck(task, episode["changes"], episode["messages"])
+        except (JudgeError, TaskError) as e:
+            return self._graded(episode, task, None, e)
+        return self._graded(episode, task, lambda: (results, ctx))
+
+    @staticmethod
+    def _asks(task: dict[str, Any]) -> bool:
+        """Whether a check of `task` is a coroutine kind (the judge): grading then needs a loop."""
+        return any(c["kind"] in CHECK_KINDS and inspect.iscoroutinefunction(CHECK_KINDS[c["kind"]])
+                   for c in task["checks"])
+
+    def _graded(self, episode: dict[str, Any], task: dict[str, Any], compute,
+                failure: Exception | None = None) -> dict[str, Any]:
+        """The graded record from `compute() -> (results, context or None)`, or from `failure`."""
         grader = {"version": __version__, "judge_model": self.judge.model if self.judge else None}
         if episode["status"] == "system_error":
             return graded_episode(episode, grader, None, [])
         check_recorded_on(self.domains[task["domain"]], episode, task)
-        before = msgspec.structs.replace(self.judge.usage) if self.judge else None
         try:
-            results = self.check(task, episode["changes"], episode["messages"])
+            if failure is not None:
+                raise failure
+            results, ctx = compute()
         except JudgeError as e:
             return graded_episode(episode, grader, None, [], status="system_error",
                                   error={"kind": "judge", "message": str(e)})
@@ -144,11 +215,15 @@ class Grader:
             log.warning("%s: recorded as system_error (kind task)", e.message)
             return graded_episode(episode, grader, None, [], status="system_error",
                                   error={"kind": "task", "message": e.message})
-        if not self.judge:
+        if ctx is None or not self.judge:
             return graded_episode(episode, grader, reward(results), results)
-        judge_usage = msgspec.to_builtins(self.judge.usage.since(before))
         return graded_episode(episode, grader, reward(results), results,
-                              usage={**episode.get("usage", {}), "judge": judge_usage})
+                              usage={**episode.get("usage", {}),
+                                     "judge": msgspec.to_builtins(ctx.judge_usage)})
+
+
+def _id(check: dict[str, Any], i: int) -> str:
+    return check.get("id") or f"{i}:{check['kind']}"
 
 
 def check_recorded_on(domain: Domain, episode: dict[str, Any], task: dict[str, Any]) -> None:

@@ -1,8 +1,11 @@
-"""LLM judge: a YES/NO question about a transcript, asked through any OpenAI-compatible endpoint.
+"""LLM judge: a YES/NO question about a transcript, asked through any OpenAI-compatible endpoint,
+on the same wire as the agent and the simulated user (core.wire: retries with backoff, timeouts,
+the contract checks), so judge calls run concurrently with the episodes of a step.
 
 Verdicts are cached in a SQLite file keyed by model + prompt digest, so re-grading costs nothing.
-A judge that cannot answer (endpoint down, no YES/NO after bounded retries) raises JudgeError:
-the episode becomes a system_error, never a 0.
+A judge that cannot answer (endpoint down past its retries, no YES/NO after PARSE_ATTEMPTS
+answers) raises JudgeError: the episode becomes a system_error, never a 0. A 4xx other than 429
+means the URL, key or model is wrong: the run stops (ConfigurationError), as for the agent.
 """
 
 from __future__ import annotations
@@ -16,9 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from endstate.core.env.domain import cache_dir
+from endstate.core.errors import ConfigurationError
 from endstate.core.records.structs import Usage
-from endstate.core.wire.endpoints import EndpointFailure, usage_of
-from endstate.core.wire.http import configuration_error, http_failure_kind
+from endstate.core.wire.endpoints import (
+    ContextOverflow,
+    EndpointFailure,
+    Endpoints,
+    RetryPolicy,
+    chat_message,
+    usage_of,
+)
+from endstate.core.wire.urls import url_problem
 
 SYSTEM = ("You grade a transcript between a customer-service agent and a user. Answer the question "
           "about the transcript with exactly one word: YES or NO.")
@@ -58,15 +69,23 @@ def parse_verdict(text: str | None) -> bool | None:
 
 
 @dataclass
+class Verdict:
+    """A judge's answer to one question, and what it cost: `usage.calls` model calls made for it
+    (0 when it came from the cache, then `usage.cache_hits` is 1)."""
+
+    passed: bool
+    usage: Usage
+
+
+@dataclass
 class Judge:
     model: str
     base_url: str
     api_key: str = "EMPTY"
     cache_path: Path = field(default_factory=lambda: cache_dir() / "judge.sqlite")
     timeout_s: float = 60.0
-    max_retries: int = 3
+    retries: int = 4  # calls per question in all (the first included), with backoff
     seed: int = 0
-    usage: Usage = field(default_factory=Usage)
 
     def __post_init__(self):
         self.cache_path = Path(self.cache_path)
@@ -74,48 +93,59 @@ class Judge:
         self._cache = sqlite3.connect(self.cache_path, isolation_level=None, timeout=30)
         self._cache.execute("CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, model TEXT, "
                             "verdict INTEGER NOT NULL, answer TEXT, created_at REAL)")
-        from openai import OpenAI  # imported here: grading without judge checks never pays for it
-
-        self._client = OpenAI(base_url=self.base_url, api_key=self.api_key,
-                              timeout=self.timeout_s, max_retries=self.max_retries)
+        self.endpoints = Endpoints([self.base_url], self.api_key, self.timeout_s,
+                                   RetryPolicy(attempts=self.retries))
 
     @classmethod
-    def from_options(cls, model: str | None, base_url: str | None, cache: str | None) -> Judge | None:
+    def from_options(cls, model: str | None, base_url: str | None, cache: str | None,
+                     **settings: Any) -> Judge | None:
+        """The judge the flags (else $ENDSTATE_JUDGE_MODEL, $ENDSTATE_JUDGE_BASE_URL) name, or
+        None; `settings`: timeout_s, retries."""
         base_url = base_url or os.environ.get("ENDSTATE_JUDGE_BASE_URL")
         model = model or os.environ.get("ENDSTATE_JUDGE_MODEL")
         if not (model and base_url):
             return None
-        kwargs = {"cache_path": Path(cache)} if cache else {}
-        return cls(model, base_url, os.environ.get("ENDSTATE_JUDGE_API_KEY")
-                   or os.environ.get("OPENAI_API_KEY") or "EMPTY", **kwargs)
+        problem = url_problem(base_url)
+        if problem:
+            raise ConfigurationError(f"judge base URL {base_url!r}: {problem}; give the endpoint's "
+                                     "base URL, e.g. http://localhost:8000/v1")
+        if cache:
+            settings["cache_path"] = Path(cache)
+        try:
+            return cls(model, base_url, os.environ.get("ENDSTATE_JUDGE_API_KEY")
+                       or os.environ.get("OPENAI_API_KEY") or "EMPTY", **settings)
+        except (sqlite3.DatabaseError, OSError) as e:  # not SQLite, a folder, a file it cannot write
+            where = cache or "the judge cache in $ENDSTATE_CACHE"
+            raise ConfigurationError(f"--judge-cache {where}: cannot keep verdicts there ({e}); give "
+                                     "a new file name, or a judge cache endstate wrote") from None
 
-    def ask(self, messages: list[dict[str, Any]], question: str) -> bool:
+    def close(self) -> None:
+        """The judge's connections, at the end of a run (on the event loop that used them)."""
+        self.endpoints.close()
+
+    async def ask(self, messages: list[dict[str, Any]], question: str) -> Verdict:
         prompt = build_prompt(messages, question)
         key = hashlib.sha256(f"{self.model}\0{SYSTEM}\0{prompt}".encode()).hexdigest()
         row = self._cache.execute("SELECT verdict FROM verdicts WHERE key = ?", (key,)).fetchone()
         if row:
-            return bool(row[0])
-        answer = None
+            return Verdict(bool(row[0]), Usage(calls=0, cache_hits=1))
+        usage, answer = Usage(calls=0, cache_hits=0), None
         for _ in range(PARSE_ATTEMPTS):
             try:
-                response = self._client.chat.completions.create(
-                    model=self.model, temperature=0, max_tokens=8, seed=self.seed,
-                    messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}])
-            except Exception as e:  # openai raises its own hierarchy for timeouts, 5xx, resets
-                status = getattr(e, "status_code", None)
-                if isinstance(status, int) and http_failure_kind(status) is None:
-                    raise configuration_error(f"judge endpoint {self.base_url} ({self.model}): "
-                                              f"HTTP {status}: {e}") from e
-                raise JudgeError(f"judge endpoint failed: {type(e).__name__}: {e}") from e
-            try:  # the agent's rule for token counts, so a judge's are checked alike
-                counts = usage_of({"usage": response.usage and response.usage.model_dump()})
-            except EndpointFailure as e:
-                raise JudgeError(f"judge endpoint answered {e.message}") from None
-            self.usage.add(counts)
-            answer = response.choices[0].message.content if response.choices else None
+                response = await self.endpoints.post("/chat/completions", {
+                    "model": self.model, "temperature": 0, "max_tokens": 8, "seed": self.seed,
+                    "messages": [{"role": "system", "content": SYSTEM},
+                                 {"role": "user", "content": prompt}]})
+                usage.add(usage_of(response))
+                usage.calls += 1
+                answer = chat_message(response).get("content")
+            except EndpointFailure as e:  # past its retries, or an answer that breaks the contract
+                raise JudgeError(f"judge endpoint failed ({e.kind}): {e.message}") from None
+            except ContextOverflow as e:  # the transcript does not fit the judge's context
+                raise JudgeError(f"judge endpoint refused the prompt: {e}") from None
             verdict = parse_verdict(answer)
             if verdict is not None:
                 self._cache.execute("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)",
                                     (key, self.model, int(verdict), answer, time.time()))
-                return verdict
+                return Verdict(verdict, usage)
         raise JudgeError(f"judge gave no YES/NO after {PARSE_ATTEMPTS} tries: {answer!r}")

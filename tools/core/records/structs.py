@@ -22,14 +22,23 @@ Key = Annotated[Object, Meta(min_length=1)]
 
 
 class Usage(Struct, gc=False):
-    """Tokens of one role (agent, user, judge) over an episode."""
+    """Tokens of one role (agent, user, judge) over an episode; for the LLM user and the judge,
+    also the model calls made and (judge) the verdicts served from the cache. Left out when unset:
+    a scripted user makes no calls."""
 
     prompt_tokens: NonNegative = 0
     completion_tokens: NonNegative = 0
+    calls: NonNegative | UnsetType = UNSET
+    cache_hits: NonNegative | UnsetType = UNSET
 
     def add(self, other: Usage) -> None:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
+        for name in ("calls", "cache_hits"):
+            theirs = getattr(other, name)
+            if theirs is not UNSET:
+                mine = getattr(self, name)
+                setattr(self, name, theirs if mine is UNSET else mine + theirs)
 
     def since(self, earlier: Usage) -> Usage:
         """The tokens counted after `earlier`, a copy of this count taken then."""

@@ -1,0 +1,314 @@
+"""A study of several policies with the tools alone: policies in the key, the models × domains
+table, compare's costs, the per-task tally, the report page (opened in a real browser)."""
+
+from __future__ import annotations
+
+import html.parser
+import re
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+from study import BASE, DOMAINS, PROMPTING, TRAINED, study, write
+
+from endstate.evalstats.cli import cli
+from endstate.evalstats.render import pct, usd
+
+
+def run(args, input=None):
+    return CliRunner().invoke(cli, args, input=input)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("study")
+    base, trained, graded = study()
+    return {"base": write(tmp / "base.jsonl", base), "trained": write(tmp / "trained.jsonl", trained),
+            "graded": write(tmp / "graded.jsonl", graded), "records": (base, trained, graded),
+            "tmp": tmp}
+
+
+def both(files) -> str:
+    return Path(files["base"]).read_text() + Path(files["trained"]).read_text()
+
+
+# --- policy in the key ------------------------------------------------------------------------------
+
+def test_two_policies_concatenated_are_read_without_renumbering(files):
+    result = run(["--by", "model"], input=both(files))
+    assert result.exit_code == 0, result.output
+    report = orjson.loads(result.stdout)
+    assert sorted(report["by_model"]) == sorted([BASE, TRAINED])
+    assert report["overall"]["attempts"] == 320 and report["by_model"][BASE]["attempts"] == 160
+    # the default k is what each policy's tasks answer: 8 attempts each, not 16 pooled
+    assert list(report["by_model"][TRAINED]["pass_at_k"]) == ["1", "5", "8"]
+
+
+def test_a_policy_read_twice_is_an_error_naming_both_lines(files, tmp_path):
+    again = shutil.copy(files["base"], tmp_path / "again.jsonl")
+    result = run([files["base"], str(again)])
+    assert result.exit_code == 4
+    assert result.stderr.startswith(f"{again}:1: duplicate attempt: task_id 'bank-task-0' attempt 0 "
+                                    f"of model '{BASE}' is already at {files['base']}:1 (the same "
+                                    "model and prompting)")
+
+
+def test_prompting_is_part_of_the_policy(files, tmp_path):
+    """The same model prompted two ways is two policies: no duplicate; --by policy tells them
+    apart, --by model pools them and says so."""
+    base = files["records"][0]
+    other = [{**r, "prompting": {**PROMPTING, "few_shot": False}} for r in base]
+    path = write(tmp_path / "two.jsonl", [*base, *other])
+    by_model = run(["--by", "model", path])
+    assert by_model.exit_code == 0 and "--by policy tells them apart" in by_model.stderr
+    assert list(orjson.loads(by_model.stdout)["by_model"]) == [BASE]
+    by_policy = orjson.loads(run(["--by", "policy", path]).stdout)["by_policy"]
+    assert sorted(by_policy) == [f"{BASE} [few_shot=False]", f"{BASE} [few_shot=True]"]
+    reordered = [{**r, "prompting": dict(reversed(list(r["prompting"].items())))} for r in base]
+    assert run([write(tmp_path / "same.jsonl", [*base, *reordered])]).exit_code == 4
+
+
+def test_overall_pooling_policies_is_said(files):
+    result = run([files["base"], files["trained"]])
+    assert "the attempts come from 2 policies; `overall` pools them" in result.stderr
+
+
+# --- the models × domains table ---------------------------------------------------------------------
+
+def test_models_by_domains_markdown_marks_the_best_and_the_second(files):
+    report = orjson.loads(run(["--by", "model", "--by", "domain"], input=both(files)).stdout)
+    lines = run(["--by", "model", "--by", "domain", "--format", "markdown"],
+                input=both(files)).stdout.split("\n\n")[0].splitlines()
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert head[:4] == ["model", "bank pass@1%", "bank pass@8%", "bank 8/8%"]
+    assert head[-3:] == ["all pass@1%", "all pass@8%", "all 8/8%"]
+    cells = {row.split("|")[1].strip(): [c.strip() for c in row.strip("|").split("|")[1:]]
+             for row in lines[2:]}
+    for j, name in enumerate(head[1:]):
+        domain, metric = name.split(" ")
+        values = {}
+        for model in (BASE, TRAINED):
+            group = report["by_model"][model]
+            group = group if domain == "all" else group["by_domain"][domain]
+            values[model] = {"pass@1%": group["pass_at_1"], "pass@8%": group["pass_at_k"]["8"],
+                             "8/8%": group["observed_all"]["fraction"]}[metric]
+            assert cells[model][j].strip("*").removeprefix("<u>").removesuffix("</u>") == \
+                pct(values[model])
+        shown = {m: round(100 * v, 1) for m, v in values.items()}
+        for model in (BASE, TRAINED):
+            best = shown[model] == max(shown.values())
+            assert cells[model][j] == (f"**{pct(values[model])}**" if best
+                                       else f"<u>{pct(values[model])}</u>"), (name, model)
+
+
+def test_the_cross_groups_are_the_groups_of_the_filtered_attempts(files, tmp_path):
+    """by_model[m].by_domain[d] is exactly the overall of m's attempts in domain d."""
+    report = orjson.loads(run(["--by", "model", "--by", "domain", "--k", "1,8"],
+                              input=both(files)).stdout)
+    for model, records in ((BASE, files["records"][0]), (TRAINED, files["records"][1])):
+        for domain in DOMAINS:
+            alone = [r for r in records if r["domain"] == domain]
+            path = write(tmp_path / "alone.jsonl", alone)
+            expected = orjson.loads(run(["--k", "1,8", path]).stdout)["overall"]
+            assert report["by_model"][model]["by_domain"][domain] == expected
+
+
+# --- compare: cost, clusters, what is paired --------------------------------------------------------
+
+def test_compare_reports_cost_per_success_and_per_reliable_task(files):
+    report = orjson.loads(run(["compare", files["base"], files["trained"]]).stdout)
+    cost = report["cost"]
+    for side, records in (("base", files["records"][0]), ("new", files["records"][1])):
+        total = sum(r["cost_usd"] for r in records)
+        wins = Counter(r["task_id"] for r in records if r["reward"])
+        reliable = sum(1 for t, c in wins.items() if c == 8)
+        assert cost[side]["per_success_usd"] == pytest.approx(total / sum(wins.values()), rel=1e-12)
+        assert cost[side]["per_reliable_task_usd"] == pytest.approx(total / reliable, rel=1e-12)
+    for key in ("per_success", "per_reliable_task"):
+        b, n = cost["base"][f"{key}_usd"], cost["new"][f"{key}_usd"]
+        assert cost[f"{key}_change_pct"] == pytest.approx(100 * (n - b) / b, rel=1e-12)
+    table = run(["compare", "--format", "markdown", files["base"], files["trained"]]).stdout
+    costs = table.split("\n\n")[1].splitlines()
+    assert costs[0] == "| group | $/success base | new | change | $/reliable base | new | change |"
+    assert costs[2] == (f"| overall | {usd(cost['base']['per_success_usd'])} | "
+                        f"{usd(cost['new']['per_success_usd'])} | "
+                        f"{cost['per_success_change_pct']:+.1f}% | "
+                        f"{usd(cost['base']['per_reliable_task_usd'])} | "
+                        f"{usd(cost['new']['per_reliable_task_usd'])} | "
+                        f"{cost['per_reliable_task_change_pct']:+.1f}% |")
+
+
+def test_compare_cluster_is_cr1_over_the_clusters(files):
+    plain = orjson.loads(run(["compare", files["base"], files["trained"]]).stdout)
+    clustered = orjson.loads(run(["compare", "--cluster", "domain", files["base"],
+                                  files["trained"]]).stdout)
+    assert clustered["clusters"] == 4 and plain["clusters"] is None
+    assert clustered["pass_at_1"]["delta"] == plain["pass_at_1"]["delta"]
+    assert clustered["pass_at_1"]["se"] != plain["pass_at_1"]["se"]
+
+
+def test_cluster_is_refused_under_the_benchmark_estimand(files):
+    for command in ([], ["compare"]):
+        result = run([*command, "--estimand", "benchmark", "--cluster", "domain", files["base"],
+                      *([files["trained"]] if command else [])])
+        assert result.exit_code == 2 and "--cluster describes how the tasks were drawn" in result.stderr
+
+
+def test_compare_says_which_tasks_it_pairs_and_a_domain_must_agree(files, tmp_path):
+    trained = files["records"][1]
+    fewer = write(tmp_path / "fewer.jsonl", [r for r in trained if r["task_id"] != "bank-task-0"])
+    result = run(["compare", files["base"], fewer])
+    assert result.exit_code == 0 and orjson.loads(result.stdout)["only_base"] == 1
+    assert ("evalstats compare: 1 only in BASE (first: 'bank-task-0'); the comparison pairs the 19 "
+            "task(s) both have") in result.stderr
+    moved = write(tmp_path / "moved.jsonl", [{**r, "domain": "retail"} if r["task_id"] == "bank-task-1"
+                                             else r for r in trained])
+    result = run(["compare", "--by", "domain", files["base"], moved])
+    assert result.exit_code == 4
+    assert result.stderr == ("evalstats: task 'bank-task-1' has domain 'bank' in BASE and 'retail' in "
+                             "NEW; a task's domain is one value: fix the attempts, or pass --tasks "
+                             "FILE to take it from the task records\n")
+
+
+# --- the per-task tally -----------------------------------------------------------------------------
+
+def test_tally_counts_successes_and_the_checks_that_failed(files):
+    plain = [orjson.loads(line) for line in run(["tally", files["base"]]).stdout.splitlines()]
+    assert len(plain) == 20 and all(r["failed_checks"] is None for r in plain)
+    result = run(["tally", "--graded", files["graded"], "--top", "2", files["base"], files["trained"]])
+    records = [orjson.loads(line) for line in result.stdout.splitlines()]
+    assert len(records) == 40
+    graded = files["records"][2]
+    for r in records:
+        mine = [e for e in graded if e["task_id"] == r["task_id"] and e["policy"]["model"] == r["model"]]
+        assert (r["successes"], r["n"]) == (sum(e["reward"] for e in mine), len(mine))
+        failed = Counter(c["id"] for e in mine for c in e["checks"] if not c["passed"])
+        expected = sorted(failed.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
+        assert [(c["id"], c["count"]) for c in r["failed_checks"]] == expected
+    table = run(["tally", "--format", "table", "--graded", files["graded"], files["base"]]).stdout
+    assert table.splitlines()[0].split()[:4] == ["policy", "task", "domain", "successes/n"]
+
+
+# --- the report page --------------------------------------------------------------------------------
+
+class _Tables(html.parser.HTMLParser):
+    """The page's tables as lists of rows of cell texts, its images and its JSON blocks."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self.images, self.data, self._json = [], [], {}, None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self.tables[-1][-1].append("")
+        elif tag == "img":
+            self.images.append(attrs["src"])
+        elif tag == "script" and attrs.get("type") == "application/json":
+            self._json = attrs["id"]
+
+    def handle_endtag(self, tag):
+        if tag == "script":
+            self._json = None
+
+    def handle_data(self, data):
+        if self._json:
+            self.data[self._json] = orjson.loads(data)
+        elif self.tables and self.tables[-1] and self.tables[-1][-1]:
+            self.tables[-1][-1][-1] += data
+
+
+@pytest.fixture(scope="module")
+def page(files):
+    out = files["tmp"] / "report.html"
+    result = run(["report", "--compare", files["base"], files["trained"], "--graded",
+                  files["graded"], "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    parsed = _Tables()
+    parsed.feed(out.read_text())
+    return out, parsed
+
+
+def test_the_report_carries_the_json_outputs_and_shows_their_numbers(files, page):
+    _, parsed = page
+    summary = orjson.loads(run(["--by", "policy", "--by", "domain", files["base"],
+                                files["trained"]]).stdout)
+    assert parsed.data["metrics"] == summary
+    compared = orjson.loads(run(["compare", "--by", "domain", files["base"], files["trained"]]).stdout)
+    assert parsed.data["compare-0"] == compared
+    tally = [orjson.loads(line) for line in run(["tally", "--graded", files["graded"], files["base"],
+                                                 files["trained"]]).stdout.splitlines()]
+    assert parsed.data["tally"] == tally
+    cross = parsed.tables[0]
+    assert cross[0][:2] == ["policy", "bank pass@1%"]
+    row = next(r for r in cross if r[0] == TRAINED)
+    assert row[1] == pct(summary["by_policy"][TRAINED]["by_domain"]["bank"]["pass_at_1"])
+    costs = next(t for t in parsed.tables if t[0][1] == "$/success base")
+    assert costs[1][3] == f"{compared['cost']['per_success_change_pct']:+.1f}%"
+    assert len(parsed.images) == 6 and all(s.startswith("data:image/png;base64,") for s in parsed.images)
+
+
+def test_the_report_as_markdown(files, tmp_path):
+    out = tmp_path / "report.md"
+    assert run(["report", "--format", "markdown", "-o", str(out), files["base"],
+                files["trained"]]).exit_code == 0
+    text = out.read_text()
+    assert text.count("](data:image/png;base64,") == 5  # no comparison asked for
+    assert "| policy | bank pass@1% |" in text and "```json" in text
+
+
+CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser",
+                                                         "google-chrome")) if p), None)
+CHECK = """<script>addEventListener('load', () => {
+  const images = [...document.images];
+  document.body.dataset.images = images.filter(i => i.complete && i.naturalWidth > 0).length
+    + '/' + images.length;
+  document.body.dataset.tables = [...document.querySelectorAll('table')]
+    .filter(t => t.getBoundingClientRect().height > 20 && t.rows.length > 1).length
+    + '/' + document.querySelectorAll('table').length;
+});</script></body>"""
+
+
+def browser(*args: str, home: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                           "--no-first-run", "--disable-background-networking",
+                           "--disable-component-update", "--disable-sync",
+                           f"--user-data-dir={home}", *args], capture_output=True, text=True,
+                          timeout=300, env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
+                          check=False)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on this machine (CI installs "
+                    "Debian's chromium: .ci/run); apt-get install chromium to run it here")
+def test_the_report_opens_in_a_browser_with_every_image_and_table(page, tmp_path):
+    path, parsed = page
+    checked = tmp_path / "checked.html"
+    checked.write_text(path.read_text().replace("</body>", CHECK))
+    dom = browser("--virtual-time-budget=10000", "--dump-dom", checked.as_uri(),
+                  home=tmp_path / "profile")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    body = re.search(r"<body[^>]*>", dom.stdout).group(0)
+    n, tables = len(parsed.images), len(parsed.tables)
+    assert f'data-images="{n}/{n}"' in body and f'data-tables="{tables}/{tables}"' in body, body
+    shot = tmp_path / "report.png"
+    browser(f"--screenshot={shot}", "--window-size=1280,2400", "--virtual-time-budget=10000",
+            path.as_uri(), home=tmp_path / "profile2")
+    assert shot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_without_attempts_and_arrow_usage(files, tmp_path):
+    result = run(["report", "-o", str(tmp_path / "r.html"), write(tmp_path / "none.jsonl", [])])
+    assert result.exit_code == 2 and "no attempt records" in result.stderr
+    png = tmp_path / "s.png"
+    ok = run(["--plot", str(png), "--arrow", f"{BASE}={TRAINED}", files["base"], files["trained"]])
+    assert ok.exit_code == 0 and png.read_bytes()[:4] == b"\x89PNG"
+    bad = run(["--plot", str(png), "--arrow", BASE, files["base"]])
+    assert bad.exit_code == 2 and "expected BASE=NEW" in bad.stderr
