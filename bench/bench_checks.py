@@ -14,11 +14,12 @@ Prints, measured in one run on this machine:
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_sandbox import median_ms  # bench/ is the script's folder, first on sys.path
 
 from endstate.core.env.domain import Domain, Domains
 from endstate.core.env.sandbox import Sandbox
@@ -27,15 +28,6 @@ from endstate.core.grading import checks, isolation
 from endstate.core.grading.grader import Grader, TaskIndex
 
 TASK_ID = "retail-refund-received-return"
-
-
-def median_ms(fn, n: int) -> float:
-    samples = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t) * 1000)
-    return statistics.median(samples)
 
 
 def timed_ms(fn) -> float:

@@ -12,6 +12,7 @@ import orjson
 import pytest
 from conftest import run_tool
 from openai_double import FakeEndpoint, gold_policy
+from test_fault_containment import COMMITS
 from test_sandbox import make_domain
 
 from endstate.core.env import sandbox as sandbox_module
@@ -47,14 +48,7 @@ def interrupts(conn, messages):
 
 def dies(conn, messages):
     os._exit(3)
-
-def commits(conn, messages):
-    conn.set_authorizer(None)
-    conn.execute("PRAGMA query_only = 0")
-    conn.execute("UPDATE items SET qty = 1000")
-    conn.execute("COMMIT")
-    return True
-'''
+''' + COMMITS
 
 TOOLS_EXTRA = '''
 
@@ -177,10 +171,11 @@ def test_a_rollout_run_survives_tools_that_roll_back_or_exit(shop, tmp_path):
     episode (system_error, kind tool), not the run."""
     gold = [{"tool": "escape", "args": {"sql": "ROLLBACK"}}, {"tool": "leave", "args": {}},
             {"tool": "set_qty", "args": {"item_id": "I1", "qty": 5}}]
-    tasks = [task("fine", gold=gold) | {"id": f"s{i}", "user": {"instruction": "i", "opening": f"o{i}"}}
+    tasks = [task("fine", gold=gold) | {"id": f"s{i}", "user": {"instruction": "i", "opening": f"o{i}",
+                                                                 "script": []}}
              for i in range(3)]
     tasks.append(task("fine", gold=[{"tool": "bypass", "args": {}}]) | {
-        "id": "lost", "user": {"instruction": "i", "opening": "o-lost"}})
+        "id": "lost", "user": {"instruction": "i", "opening": "o-lost", "script": []}})
     (tmp_path / "t.jsonl").write_bytes(b"".join(orjson.dumps(t) + b"\n" for t in tasks))
     with FakeEndpoint(policy=gold_policy(tasks)) as endpoint:
         p = run_tool("rollout", "run", str(tmp_path / "t.jsonl"), "-n", "3", "--domains",
