@@ -40,7 +40,7 @@ demo: setup ## the main job on CPU: probe, bucket, grpo, evaluate before/after (
 	DEMO_OUT=$(DEMO_OUT) DEMO_TASKS=$(DEMO_TASKS) DEMO_REPEATS=$(DEMO_REPEATS) \
 	  DEMO_STEPS=$(DEMO_STEPS) DEMO_EVAL_TASKS=$(DEMO_EVAL_TASKS) scripts/demo.sh
 
-demo-learn: setup ## GRPO on easy retail tasks, then base vs trained on held-out instances, two seeds (~80 min on 2 idle cores)
+demo-learn: setup ## GRPO on easy retail tasks, then base vs trained on held-out instances and on bench and ood slices, two seeds (~90 min on 2 idle cores)
 	LEARN_SEEDS="$(LEARN_SEEDS)" LEARN_OUT=$(LEARN_OUT) scripts/demo_learn.sh
 
 test: setup ## run the test suite (no GPU, no network)

@@ -213,7 +213,8 @@ def main() -> None:
                       rollout_engine="vllm", device=a.device, jobs=256, temperature=a.temperature,
                       max_new_tokens=a.max_new_tokens or (24 if cpu else 64), max_turns=a.max_turns,
                       max_context=a.max_context or (2048 if cpu else 8192), few_shot=a.few_shot,
-                      vllm_gpu_memory=0.3, save_freq=2, seed=0)
+                      vllm_gpu_memory=0.3, save_freq=2, seed=0,
+                      report_to=["none"])  # the figures go to stdout; no dashboard package here
     if not cpu:
         torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Per-episode overhead of the sandbox on the retail domain (~5 MB seed).
+"""Per-episode overhead of the sandbox, on the retail domain (~5 MB seed) or on every domain.
 
 Prints, measured in one run on this machine:
   - provisioning (a sandbox for seed + task init) as a ratio to a plain memory copy of the seed
@@ -8,7 +8,15 @@ Prints, measured in one run on this machine:
     episodes on a private copy of the database each (what a sandbox cost before it kept only
     its diff).
 
+`--domain all` (or a domain name, repeatable) measures each domain on a task of its own, with
+the best of 3 seed builds; a domain outside retail's ten calls makes its task's gold calls,
+padded with its reads to ten. The domains are measured in rounds, alternating, and each figure is
+the best round, so drift on a shared machine hits them alike; the last table gives each domain's
+figures as ratios to the largest of the domains that had training tasks before the
+out-of-distribution ones (insurance, consulting) were added.
+
     python bench/bench_sandbox.py [--episodes 200]
+    python bench/bench_sandbox.py --domain all [--episodes 100] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -47,15 +55,30 @@ def median_ms(fn, n: int) -> float:
     return statistics.median(samples)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=200)
-    n = parser.parse_args().episodes
-    domains = Domains()
-    domain = domains["retail"]
+# A task of each domain for --domain: several writes, as a real episode makes.
+EPISODE_TASKS = {"travel": "travel-three-changes-one-needs-approval",
+                 "support": "support-lost-report-and-claim",
+                 "bank": "bank-fraud-charge-freeze-dispute-credit",
+                 "insurance": "insurance-split-claim-repair-rental-tow",
+                 "consulting": "consulting-discount-needs-partner-file-and-staff-at-card"}
+TRAINED_BEFORE = ("retail", "travel", "support", "bank")
+
+
+def episode_calls(domain, task: dict) -> list[tuple[str, dict]]:
+    """Ten calls: retail's list, else the task's gold calls with its reads repeated to ten."""
+    if domain.name == "retail":
+        return CALLS
+    calls = [(s["tool"], s["args"]) for s in task["gold"] if "tool" in s]
+    reads = [c for c in calls if not domain.tools[c[0]].writes]
+    while len(calls) < 10:
+        calls.append(reads[(len(calls) - 1) % len(reads)])
+    return calls
+
+
+def timed(domain, grader: Grader, task: dict, calls: list[tuple[str, dict]], said: list[dict]):
+    """(copy, provision, episode): what is timed, each run once to warm the caches. copy is a plain
+    memory copy of the seed bytes; episode makes `calls` on a fresh sandbox and grades the diff."""
     seed_bytes, _ = domain.seed()
-    task = TaskIndex(domains).get(TASK_ID)
-    grader = Grader(domains)
 
     def copy():
         bytearray(seed_bytes)
@@ -65,14 +88,76 @@ def main() -> None:
 
     def episode():
         with Sandbox(domain, task["init"]) as sandbox:
-            for name, args in CALLS:
-                sandbox.call(name, args)
+            for tool, args in calls:
+                sandbox.call(tool, args)
             changes = sandbox.changes()
-        results = grader.check(task, changes, [])
+        results = grader.check(task, changes, said)
         assert all(r["passed"] for r in results), results
 
     for fn in (copy, provision, episode):  # warm caches and the statement cache
         fn()
+    return copy, provision, episode
+
+
+def measure(domains: Domains, grader: Grader, index: TaskIndex, name: str, n: int) -> dict:
+    """Seconds to build the seed (one build), and the provision/copy ratio and the episode's
+    median overhead in ms, on the domain's task."""
+    domain = domains[name]
+    start = time.perf_counter()
+    domain.build_seed()
+    build = time.perf_counter() - start
+    seed_bytes, _ = domain.seed()
+    task = index.get(EPISODE_TASKS.get(name, TASK_ID))
+    said = [{"role": "assistant", "content": s["say"]} for s in task["gold"] if "say" in s]
+    copy, provision, episode = timed(domain, grader, task, episode_calls(domain, task), said)
+    copy_ms = median_ms(copy, n)
+    return {"mb": len(seed_bytes) / 1e6, "build_s": build,
+            "provision_x": median_ms(provision, n) / copy_ms, "episode_ms": median_ms(episode, n)}
+
+
+def every_domain(names: list[str], n: int, rounds: int) -> None:
+    domains = Domains()
+    grader, index = Grader(domains), TaskIndex(domains)
+    best: dict[str, dict] = {}
+    for _ in range(rounds):
+        for name in names:
+            m = measure(domains, grader, index, name, n)
+            best[name] = {k: min(v, best.get(name, {}).get(k, v)) for k, v in m.items()}
+    print(f"{'domain':11} {'seed':>6} {'build':>8} {'provision/copy':>15} {'episode':>9}")
+    for name in names:
+        m = best[name]
+        print(f"{name:11} {m['mb']:4.1f}MB {m['build_s'] * 1e3:6.0f}ms {m['provision_x']:14.2f}x "
+              f"{m['episode_ms']:7.2f}ms")
+    before = [best[x] for x in TRAINED_BEFORE if x in best]
+    if not before:
+        return
+    top = {k: max(m[k] for m in before) for k in ("build_s", "provision_x", "episode_ms")}
+    print(f"\nratio to the largest of {', '.join(x for x in TRAINED_BEFORE if x in best)} "
+          "(<= 1: within their figures)")
+    for name in names:
+        m = best[name]
+        print(f"{name:11} build {m['build_s'] / top['build_s']:.2f}  provision "
+              f"{m['provision_x'] / top['provision_x']:.2f}  episode "
+              f"{m['episode_ms'] / top['episode_ms']:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--domain", action="append", default=[],
+                        help="a domain to measure on a task of its own (repeatable), or `all`")
+    parser.add_argument("--rounds", type=int, default=3, help="--domain: rounds, best kept")
+    args = parser.parse_args()
+    n = args.episodes
+    if args.domain:
+        names = [d.name for d in Domains()] if args.domain == ["all"] else args.domain
+        every_domain(names, n, args.rounds)
+        return
+    domains = Domains()
+    domain = domains["retail"]
+    seed_bytes, _ = domain.seed()
+    task = TaskIndex(domains).get(TASK_ID)
+    copy, provision, episode = timed(domain, Grader(domains), task, CALLS, [])
     copy_ms = median_ms(copy, n)
     provision_ms = median_ms(provision, n)
     episode_ms = median_ms(episode, n)

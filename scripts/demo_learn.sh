@@ -5,8 +5,11 @@
 #   -> probe the held-out split with the base policy (once; it does not depend on the seed)
 #   -> for each training seed: GRPO on the train split, probe the held-out split with the trained
 #      policy, evalstats compare (Δpass@1, P(new better))
-#   -> the hand-written bench slice, base and trained, reported separately as transfer
-#   -> one page with every seed's comparison and figures (evalstats report).
+#   -> transfer, base and trained: a hand-written retail bench slice (in distribution: a domain it
+#      trained on) and a slice of the out-of-distribution benchmark (tasks/ood: domains, databases
+#      and tools it never saw), side by side in one `evalstats compare --by split` table.
+#   -> one page with every seed's comparison and figures (evalstats report), and one for the
+#      bench and ood slices.
 #
 # Sizes and seeds come from the environment (make demo-learn LEARN_SEEDS="0 1 2" ...); every file
 # lands in $LEARN_OUT. Each stage resumes, so rerunning after an interruption skips finished work.
@@ -23,6 +26,8 @@ GROUP=${LEARN_GROUP:-4}                  # rollouts per task
 LR=${LEARN_LR:-2e-5}
 BENCH_TASKS=${LEARN_BENCH_TASKS:-8}
 BENCH_REPEATS=${LEARN_BENCH_REPEATS:-4}
+OOD_TASKS=${LEARN_OOD_TASKS:-8}          # of the ood split's tasks tagged $OOD_TAG, spread evenly
+OOD_TAG=${LEARN_OOD_TAG:-single-call}    # the easy tier: the only one a 135M model reaches
 BIN=${LEARN_BIN:-.venv/bin}
 # Short episodes: a 135M model that has not solved a task in 4 agent turns will not in 30.
 EPISODE=(--max-new-tokens 64 --max-turns 4 --temperature 0.7)
@@ -45,10 +50,15 @@ split='group_by([(.tags[] | select(startswith("template:"))),
 jq -s -c --argjson k "$HOLDOUT_EVERY" --argjson held true "$split" "$OUT/easy.jsonl" > "$OUT/heldout.jsonl"
 jq -s -c --argjson k "$HOLDOUT_EVERY" --argjson held false "$split" "$OUT/easy.jsonl" > "$OUT/train.jsonl"
 $BIN/grade tasks --split bench --domain retail --full > "$OUT/bench_all.jsonl"
-awk -v n="$BENCH_TASKS" -v t="$(wc -l < "$OUT/bench_all.jsonl")" \
-  'BEGIN { step = t / n } NR - 1 >= next_at && taken < n { print; taken++; next_at += step }' \
-  "$OUT/bench_all.jsonl" > "$OUT/bench.jsonl"
-echo "train $(wc -l < "$OUT/train.jsonl") tasks, held out $(wc -l < "$OUT/heldout.jsonl"), bench $(wc -l < "$OUT/bench.jsonl")" >&2
+spread() {  # N FILE: N lines of FILE, evenly spread
+  awk -v n="$1" -v t="$(wc -l < "$2")" \
+    'BEGIN { step = t / n } NR - 1 >= next_at && taken < n { print; taken++; next_at += step }' "$2"
+}
+spread "$BENCH_TASKS" "$OUT/bench_all.jsonl" > "$OUT/bench.jsonl"
+$BIN/grade tasks --split ood --tag "$OOD_TAG" --full > "$OUT/ood_all.jsonl"
+spread "$OOD_TASKS" "$OUT/ood_all.jsonl" > "$OUT/ood.jsonl"
+cat "$OUT/bench.jsonl" "$OUT/ood.jsonl" > "$OUT/transfer_tasks.jsonl"  # their split: bench or ood
+echo "train $(wc -l < "$OUT/train.jsonl") tasks, held out $(wc -l < "$OUT/heldout.jsonl"), bench $(wc -l < "$OUT/bench.jsonl"), ood $(wc -l < "$OUT/ood.jsonl")" >&2
 
 evaluate() {  # MODEL TASKS REPEATS OUTFILE (attempts; episodes go beside it)
   touch "$4"
@@ -56,9 +66,11 @@ evaluate() {  # MODEL TASKS REPEATS OUTFILE (attempts; episodes go beside it)
     --episodes "${4%.jsonl}_episodes.jsonl" --resume "$4" >> "$4"
 }
 
-stage "base policy: held-out split ($(wc -l < "$OUT/heldout.jsonl") tasks x $REPEATS), bench ($BENCH_TASKS x $BENCH_REPEATS)"
+stage "base policy: held-out split ($(wc -l < "$OUT/heldout.jsonl") tasks x $REPEATS), bench and ood slices ($(wc -l < "$OUT/transfer_tasks.jsonl") x $BENCH_REPEATS)"
 evaluate embedded "$OUT/heldout.jsonl" "$REPEATS" "$OUT/heldout_base.jsonl"
 evaluate embedded "$OUT/bench.jsonl" "$BENCH_REPEATS" "$OUT/bench_base.jsonl"
+evaluate embedded "$OUT/ood.jsonl" "$BENCH_REPEATS" "$OUT/ood_base.jsonl"
+cat "$OUT/bench_base.jsonl" "$OUT/ood_base.jsonl" > "$OUT/transfer_base.jsonl"
 
 for seed in $SEEDS; do
   run="$OUT/seed-$seed"
@@ -69,31 +81,36 @@ for seed in $SEEDS; do
     --save-freq "$STEPS" --seed "$seed" "${EPISODE[@]}" --plot "$run/training.png" "${resume[@]}"
   trained=$(ls -d "$run"/grpo/checkpoints/step-* | sort -V | tail -1)/hf
 
-  stage "seed $seed: trained policy on the held-out split and the bench slice"
+  stage "seed $seed: trained policy on the held-out split, the bench slice and the ood slice"
   evaluate "$trained" "$OUT/heldout.jsonl" "$REPEATS" "$run/heldout_trained.jsonl"
   evaluate "$trained" "$OUT/bench.jsonl" "$BENCH_REPEATS" "$run/bench_trained.jsonl"
+  evaluate "$trained" "$OUT/ood.jsonl" "$BENCH_REPEATS" "$run/ood_trained.jsonl"
+  cat "$run/bench_trained.jsonl" "$run/ood_trained.jsonl" > "$run/transfer_trained.jsonl"
   $BIN/evalstats compare --plot "$run/heldout_compare.png" "$OUT/heldout_base.jsonl" \
     "$run/heldout_trained.jsonl" > "$run/heldout_compare.json"
-  for split in heldout bench; do
+  for split in heldout bench ood; do
     $BIN/evalstats compare --format table "$OUT/${split}_base.jsonl" "$run/${split}_trained.jsonl" \
       > "$run/${split}_compare.txt"
   done
+  # in and out of distribution side by side: the task records say each task's split
+  $BIN/evalstats compare --by split --tasks "$OUT/transfer_tasks.jsonl" --format table \
+    "$OUT/transfer_base.jsonl" "$run/transfer_trained.jsonl" > "$run/transfer_compare.txt"
 done
 
-stage "evalstats report: base and every seed's trained policy, held out and bench, on one page"
+stage "evalstats report: base and every seed's trained policy on the held-out split; the bench and ood slices"
 pairs=() graded=(--graded "$OUT/heldout_base_episodes.jsonl")
 for seed in $SEEDS; do
   pairs+=(--compare "$OUT/heldout_base.jsonl" "$OUT/seed-$seed/heldout_trained.jsonl")
   graded+=(--graded "$OUT/seed-$seed/heldout_trained_episodes.jsonl")
 done
 $BIN/evalstats report "${pairs[@]}" "${graded[@]}" -o "$OUT/report.html"
-$BIN/evalstats report --compare "$OUT/bench_base.jsonl" "$OUT/seed-${SEEDS%% *}/bench_trained.jsonl" \
-  -o "$OUT/bench_report.html"
+$BIN/evalstats report --compare "$OUT/transfer_base.jsonl" "$OUT/seed-${SEEDS%% *}/transfer_trained.jsonl" \
+  --tasks "$OUT/transfer_tasks.jsonl" -o "$OUT/bench_report.html"  # retail (bench), insurance and consulting (ood)
 
 stage "done: base -> trained, per seed (tables in $OUT/seed-*/, pages $OUT/report.html and $OUT/bench_report.html)"
 for seed in $SEEDS; do
   printf '\nseed %s, held out (unseen instances of the trained templates):\n' "$seed"
   cat "$OUT/seed-$seed/heldout_compare.txt"
-  printf 'seed %s, bench slice (hand-written tasks: transfer):\n' "$seed"
-  cat "$OUT/seed-$seed/bench_compare.txt"
+  printf 'seed %s, transfer: split=bench is a trained domain (retail), split=ood domains it never saw:\n' "$seed"
+  cat "$OUT/seed-$seed/transfer_compare.txt"
 done

@@ -1,5 +1,6 @@
 """Shared fixtures. Tests use the real retail domain (a ~5 MB SQLite seed) and real subprocesses."""
 
+import json
 import os
 import subprocess
 import sys
@@ -32,6 +33,13 @@ def tasks(domains):
     return TaskIndex(domains)
 
 
+@pytest.fixture(scope="session")
+def grader(domains):
+    from endstate.core.grading.grader import Grader
+
+    return Grader(domains)
+
+
 def run_tool(*args: str, input: str | bytes | None = None, env: dict | None = None,
              cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run an installed console script as a user would, capturing text output. The limit only
@@ -40,3 +48,20 @@ def run_tool(*args: str, input: str | bytes | None = None, env: dict | None = No
         input = input.decode()
     return subprocess.run([str(BIN / args[0]), *args[1:]], input=input, capture_output=True,
                           text=True, env={**os.environ, **(env or {})}, cwd=cwd, timeout=900)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The records of a JSONL file, one a line."""
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def grade_steps(grader, task: dict, steps: list[dict]) -> dict:
+    """The graded episode of `steps` (gold-shaped: tool calls and says) made on the task's domain."""
+    from endstate.core.episode.replay import replay
+
+    return grader.grade(replay(grader.domains[task["domain"]], task, steps), task)
+
+
+def failed_checks(graded: dict) -> dict[str, str]:
+    """Check id -> detail of every check that failed."""
+    return {c["id"]: c["detail"] for c in graded["checks"] if c["passed"] is False}

@@ -277,6 +277,24 @@ def test_cli_exclude_by_id_and_fingerprint(files):
     assert by_id_only["hard-1"] == "benchmark_overlap" and by_id_only["mid-1"] == "kept"
 
 
+def test_cli_refuses_candidates_of_a_held_out_split_naming_them(files):
+    """The leak guard: --tasks is a training pool; bench and ood tasks are refused unless
+    --allow-bench says the user means it."""
+    held = [{**task(f"b-{i}"), "split": "bench"} for i in range(11)] + \
+        [{**task("o-1", domain="insurance"), "split": "ood"}, {**task("t-1"), "split": "train"}]
+    tasks = write(files["dir"] / "mixed.jsonl", held)
+    result = run(["--tasks", tasks, files["att"]])
+    assert result.exit_code == 2
+    named = ", ".join(f"b-{i} (bench)" for i in range(10))
+    assert result.stderr == (
+        f"12 task(s) of a held-out split (bench 11, ood 1) in {tasks} would go into a training "
+        f"pool: {named} and 2 more; train on the train split (`grade tasks --split train --full`), "
+        "or pass --allow-bench if you mean to train on them\n")
+    assert result.stdout == ""
+    allowed = run(["--all", "--allow-bench", "--tasks", tasks, files["att"]])
+    assert allowed.exit_code == 0 and len(lines(allowed.stdout)) == 13
+
+
 def test_cli_holdout(files, tmp_path):
     held = tmp_path / "val.jsonl"
     args = ["--keep", "too_hard,hard,medium,easy,too_easy", "--min-clean-runs", "2",

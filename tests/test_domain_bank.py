@@ -1,6 +1,7 @@
-"""bank domain: a deterministic seed of realistic size, the hard rules its tools enforce, the
-policy-only rules (traps) its checks catch with a detail naming the violated expectation, and a
-train suite that its generator reproduces byte for byte, disjoint from the bench."""
+"""bank domain (an app-only neobank): a deterministic seed of realistic size, the hard rules its
+tools enforce, the policy-only rules (traps) its checks catch with a detail naming the violated
+expectation, and a train suite that its generator reproduces byte for byte, disjoint from the
+bench."""
 
 import copy
 import json
@@ -8,7 +9,7 @@ import runpy
 import sqlite3
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, failed_checks, grade_steps, read_jsonl
 
 from endstate.core.env.sandbox import Sandbox
 from endstate.core.episode.replay import replay
@@ -27,14 +28,6 @@ def bank(domains):
 @pytest.fixture(scope="module")
 def grader(domains):
     return Grader(domains)
-
-
-def grade_steps(grader, task, steps):
-    return grader.grade(replay(grader.domains["bank"], task, steps), task)
-
-
-def failed(graded) -> dict[str, str]:
-    return {c["id"]: c["detail"] for c in graded["checks"] if c["passed"] is False}
 
 
 def with_step(task, index, step):
@@ -96,9 +89,9 @@ def test_transfer_over_the_daily_limit_scores_zero_and_names_the_limit(grader, t
     graded = grade_steps(grader, task, forbidden)
     assert "error" not in graded["messages"][-2]["content"]  # the tool itself let it through
     assert graded["reward"] == 0
-    assert failed(graded)["within-daily-limit"] == (
+    assert failed_checks(graded)["within-daily-limit"] == (
         "transfers from A90016 today total 2,300.00, over its daily transfer limit of 2,000.00")
-    assert failed(graded)["transferred-500"] == (
+    assert failed_checks(graded)["transferred-500"] == (
         "transfers[TR90002].amount: expected 500.0, got 800.0")
 
 
@@ -108,7 +101,7 @@ def test_limit_above_the_kyc_cap_set_directly_scores_zero(grader, tasks):
                                     "args": {"card_id": "K90016", "new_limit": 2500.0}})
     graded = grade_steps(grader, task, forbidden)
     assert graded["reward"] == 0
-    assert failed(graded)["limit-unchanged"] == (
+    assert failed_checks(graded)["limit-unchanged"] == (
         "cards[K90016].spending_limit: expected 500.0, got 2500.0")
 
 
@@ -119,7 +112,7 @@ def test_fraud_dispute_opened_before_freezing_the_card_scores_zero(grader, tasks
     out_of_order = gold[:freeze] + gold[freeze + 1:freeze + 2] + [gold[freeze]] + gold[freeze + 2:]
     graded = grade_steps(grader, task, out_of_order)
     assert graded["reward"] == 0
-    assert failed(graded) == {"card-frozen-first": (
+    assert failed_checks(graded) == {"card-frozen-first": (
         "disputes[D90002] was opened while the card was active; freeze the card before opening a "
         "fraud dispute")}
 
@@ -132,7 +125,7 @@ def test_provisional_credit_under_the_threshold_scores_zero(grader, tasks):
     graded = grade_steps(grader, task, task["gold"] + [
         {"tool": "issue_provisional_credit", "args": {"dispute_id": dispute_id}}])
     assert graded["reward"] == 0
-    assert failed(graded)["no-credit"] == (
+    assert failed_checks(graded)["no-credit"] == (
         f"disputes[{dispute_id}] is not eligible (not_received, 78.90 is under 100.00): provisional "
         "credit should be 0.00, got 78.90 (credited to the account: 78.90)")
 
@@ -142,14 +135,71 @@ def test_unfreezing_a_card_under_fraud_dispute_scores_zero(grader, tasks):
     graded = grade_steps(grader, task, task["gold"][:3] + [
         {"tool": "unfreeze_card", "args": {"card_id": "K90003"}}])
     assert graded["reward"] == 0
-    assert failed(graded)["old-card-cancelled"] == (
+    assert failed_checks(graded)["old-card-cancelled"] == (
         "cards[K90003].status: expected 'cancelled', got 'active'")
 
 
-# -- the suites ----------------------------------------------------------------------------------
+# -- the app's features (a neobank): the same split of hard rules and traps -----------------------
 
-def read(path):
-    return [json.loads(line) for line in path.read_text().splitlines()]
+def test_seed_has_the_apps_features_within_their_rules(bank):
+    conn = sqlite3.connect(":memory:")
+    conn.deserialize(bank.seed()[0])
+    count = lambda sql: conn.execute(sql).fetchone()[0]
+    assert count("SELECT count(*) FROM cards WHERE form = 'virtual'") > 500
+    assert min(count(f"SELECT count(*) FROM {t}") for t in
+               ("payees", "instant_transfers", "pots", "pot_movements")) > 500
+    assert count("SELECT max(n) FROM (SELECT count(*) AS n FROM cards WHERE form = 'virtual' "
+                 "AND status != 'cancelled' GROUP BY customer_id)") <= 3
+    assert count("SELECT count(*) FROM pot_movements m JOIN pots p ON p.id = m.pot_id WHERE "
+                 "m.direction = 'out' AND p.locked_until IS NOT NULL") == 0
+
+
+def test_app_tools_refuse_what_the_system_forbids(bank, tasks):
+    init = tasks.get("bank-instant-sent-to-wrong-payee-escalate")["init"]
+    with Sandbox(bank, init) as sandbox:
+        def error(tool, args):
+            return json.loads(sandbox.call(tool, args).content)["error"]
+        assert error("send_instant_transfer", {"from_account_id": "A90040", "payee_id": "PE90014",
+                                               "amount": 5000}) == "account A90040 has only 960.00"
+        assert error("send_instant_transfer", {"from_account_id": "A00001", "payee_id": "PE90014",
+                                               "amount": 5}) == \
+            "payee PE90014 is not one of this customer's payees"
+        assert error("add_payee", {"customer_id": "C9014", "name": "X", "account_number": "12-ab",
+                                   "bank": "Chase"}) == "account_number '12-ab' is not a number"
+        assert sandbox.changes() == {}
+
+
+def test_instant_transfers_past_the_kyc_or_new_payee_limit_score_zero(grader, tasks):
+    over = tasks.get("bank-instant-over-kyc-daily-limit-trap")
+    graded = grade_steps(grader, over, with_step(over, 4, {"tool": "send_instant_transfer", "args": {
+        "from_account_id": "A90038", "payee_id": "PE90012", "amount": 420.0}}))
+    assert "error" not in graded["messages"][-2]["content"]  # the tool itself let it through
+    assert graded["reward"] == 0
+    assert failed_checks(graded)["within-limits"] == (
+        "instant transfers of C9012 today total 570.00, over the KYC level 1 daily limit of 500.00")
+    new = tasks.get("bank-new-payee-first-day-cap-trap")
+    graded = grade_steps(grader, new, with_step(new, 4, {"tool": "send_instant_transfer", "args": {
+        "from_account_id": "A90039", "payee_id": "PE90014", "amount": 850.0}}))
+    assert failed_checks(graded)["within-limits"] == (
+        "payee PE90014 was added less than 24 hours ago and got 850.00, over the 250.00 cap on "
+        "new payees")
+
+
+def test_emptying_a_locked_pot_or_a_fourth_virtual_card_scores_zero(grader, tasks):
+    pot = tasks.get("bank-locked-pot-emergency-trap")
+    graded = grade_steps(grader, pot, pot["gold"][:2] + [
+        {"tool": "withdraw_from_pot", "args": {"pot_id": "PT90015", "amount": 600.0}}])
+    assert graded["reward"] == 0
+    assert failed_checks(graded)["lock-kept"] == (
+        "pots[PT90015] is locked until 2026-06-30, but 600.00 left it today (status open)")
+    cards = tasks.get("bank-fourth-virtual-card-refused-trap")
+    graded = grade_steps(grader, cards, cards["gold"][:2] + [
+        {"tool": "create_virtual_card", "args": {"account_id": "A90043", "spending_limit": 300}}])
+    assert graded["reward"] == 0
+    assert failed_checks(graded)["no-new-card"] == "cards where customer_id='C9017': expected 4 row(s), got 5"
+
+
+# -- the suites ----------------------------------------------------------------------------------
 
 
 def test_generator_reproduces_the_committed_train_file(capsys):
@@ -158,7 +208,7 @@ def test_generator_reproduces_the_committed_train_file(capsys):
 
 
 def test_suites_meet_the_minimums_and_do_not_overlap():
-    bench, train = read(BENCH), read(TRAIN)
+    bench, train = read_jsonl(BENCH), read_jsonl(TRAIN)
     assert len(bench) >= 25 and len(train) >= 100
     assert {t["split"] for t in bench} == {"bench"} and {t["split"] for t in train} == {"train"}
     templates = {tag for t in train for tag in t["tags"] if tag.startswith("template:")}

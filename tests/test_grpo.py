@@ -330,6 +330,28 @@ def test_dry_run_rejects_a_pool_whose_domain_does_not_exist(tmp_path):
     assert "unknown domain 'nowhere'" in result.output and "--domains DIR" in result.output
 
 
+def test_a_pool_with_benchmark_tasks_is_refused_naming_them(tmp_path):
+    """The leak guard: bench and ood tasks never go into a training pool by accident."""
+    import orjson
+
+    from endstate.grpo.cli import cli
+
+    train = orjson.loads((ROOT / "tasks/train/retail.jsonl").read_bytes().splitlines()[0])
+    bench = orjson.loads((ROOT / "tasks/bench/retail.jsonl").read_bytes().splitlines()[0])
+    pool = tmp_path / "pool.jsonl"
+    pool.write_bytes(b"".join(orjson.dumps(t) + b"\n" for t in (train, bench)))
+    args = ["train", "--pool", str(pool), "--out", str(tmp_path / "r"), "--dry-run"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert f"1 task(s) of a held-out split (bench 1) in {pool} would go into a training pool: " \
+        f"{bench['id']} (bench);" in result.output
+    assert "--allow-bench (YAML: allow_bench: true)" in result.output
+    assert CliRunner().invoke(cli, [*args, "--allow-bench"]).exit_code == 0
+    y = tmp_path / "c.yaml"
+    y.write_text("allow_bench: true\n")
+    assert CliRunner().invoke(cli, [*args, "--config", str(y)]).exit_code == 0
+
+
 @pytest.mark.parametrize("flags, message", [
     ({"rollout_is": "tokens"}, "rollout_is 'tokens'"),
     ({"rollout_is_cap": 0.5}, r"rollout_is_cap: 0.5 is not in the range 1<=x"),

@@ -68,8 +68,9 @@ def test_default_lists_the_builtin_suites_one_line_per_task():
     lines = [json.loads(line) for line in p.stdout.splitlines()]
     ids = [line["id"] for line in lines]
     assert len(ids) == len(set(ids)) >= 520
-    assert {line["domain"] for line in lines} >= {"retail", "travel", "support", "bank"}
-    assert {line["split"] for line in lines} == {"bench", "train"}
+    assert {line["domain"] for line in lines} == {"retail", "travel", "support", "bank",
+                                                  "insurance", "consulting"}
+    assert {line["split"] for line in lines} == {"bench", "ood", "train"}
     assert all(line["checks"] >= 1 and line["gold_calls"] >= line["gold_writes"] for line in lines)
     assert p.stderr == ""
 

@@ -19,9 +19,10 @@ BENCH = ROOT / "tasks" / "bench"
 
 
 def bench_tasks(per_domain: int) -> list[dict]:
-    """The first tasks of each bench suite that need no LLM judge (no network in tests)."""
+    """The first tasks of each bench suite, in and out of distribution, that need no LLM judge
+    (no network in tests)."""
     picked = []
-    for suite in sorted(BENCH.glob("*.jsonl")):
+    for suite in sorted([*BENCH.glob("*.jsonl"), *(ROOT / "tasks" / "ood").glob("*.jsonl")]):
         tasks = [orjson.loads(line) for line in suite.read_bytes().splitlines() if line.strip()]
         picked += [t for t in tasks if all(c["kind"] != "judge" for c in t["checks"])][:per_domain]
     return picked
@@ -57,7 +58,8 @@ def test_a_policy_doing_the_gold_calls_gets_reward_1_on_every_domain(tmp_path):
     assert {a["task_id"] for a in attempts} == {t["id"] for t in tasks}
     assert all(a["reward"] == 1 and a["status"] == "ok" and a["error"] is None for a in attempts)
     episodes = lines((tmp_path / "ep.jsonl").read_bytes())
-    assert {e["domain"] for e in episodes} == {"bank", "retail", "support", "travel"}
+    assert {e["domain"] for e in episodes} == {"bank", "consulting", "insurance", "retail",
+                                               "support", "travel"}
     for e in episodes:  # native tool calls, executed in the sandbox, graded on the diff they left
         assert e["termination"] == "user_stop" and e["reward"] == 1
         assert any(m.get("tool_calls") for m in e["messages"])

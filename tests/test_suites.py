@@ -1,5 +1,6 @@
-"""The built-in suites: bench is held out from train (by id and by content), and both are big
-enough. That every built-in task is sound is test_grade.py::test_validate_builtin_tasks_are_sound."""
+"""The built-in suites: bench is held out from train (by id and by content), the out-of-distribution
+benchmark (split ood) has domains no other suite has a task of, and all are big enough. That every
+built-in task is sound is test_grade.py::test_validate_builtin_tasks_are_sound."""
 
 from collections import Counter
 
@@ -9,8 +10,9 @@ from conftest import ROOT
 from endstate.bucket.pool import fingerprint
 from endstate.core.records.jsonl import read_jsonl
 
-DOMAINS = ("retail", "travel", "support", "bank")
-SPLITS = ("bench", "train")
+DOMAINS = ("retail", "travel", "support", "bank")  # in distribution: train and bench
+OOD_DOMAINS = ("insurance", "consulting")  # out of distribution: ood only
+SPLITS = ("bench", "ood", "train")
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +30,7 @@ def test_every_task_is_in_the_folder_of_its_split(suites):
 
 
 def test_bench_and_train_share_no_task_id(suites):
-    bench = {t["id"]: loc for loc, t in suites["bench"]}
+    bench = {t["id"]: loc for loc, t in suites["bench"] + suites["ood"]}
     shared = [f"{loc}: {t['id']} (also {bench[t['id']]})" for loc, t in suites["train"] if t["id"] in bench]
     assert not shared
 
@@ -36,7 +38,7 @@ def test_bench_and_train_share_no_task_id(suites):
 def test_bench_and_train_share_no_task_content(suites):
     """Content = domain + normalized user instruction + checks (the fingerprint bucket uses to
     drop benchmark tasks from a training pool), so a renamed copy is caught too."""
-    bench = {fingerprint(t): loc for loc, t in suites["bench"]}
+    bench = {fingerprint(t): loc for loc, t in suites["bench"] + suites["ood"]}
     shared = [f"{loc}: {t['id']} has the content of {bench[fingerprint(t)]}"
               for loc, t in suites["train"] if fingerprint(t) in bench]
     assert not shared
@@ -57,6 +59,17 @@ def test_suite_sizes(suites):
         assert train[domain] > 0, f"{domain}: no train tasks"
     assert sum(bench.values()) >= 120
     assert sum(train.values()) >= 400
+
+
+def test_the_ood_benchmark_has_domains_no_other_suite_touches(suites):
+    """Out of distribution means the domain's database and tools are in no training pool: no task
+    of an ood domain outside the ood split, and no ood split in a trained domain."""
+    ood = Counter(t["domain"] for _, t in suites["ood"])
+    assert set(ood) == set(OOD_DOMAINS) and min(ood.values()) >= 25
+    leaked = [f"{loc}: {t['id']}" for split in ("bench", "train") for loc, t in suites[split]
+              if t["domain"] in OOD_DOMAINS]
+    assert not leaked
+    assert not set(ood) & set(DOMAINS)
 
 
 def test_train_covers_at_least_15_templates_one_per_task(suites):

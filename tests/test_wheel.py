@@ -61,6 +61,9 @@ def test_an_installed_wheel_finds_its_builtin_data(tmp_path):
     episode = json.loads(tool("rollout", "run", "one.jsonl", "--max-new-tokens", "8",
                               "--max-turns", "1").stdout)
     assert episode["status"] == "ok"
-    dry = tool("grpo", "train", "--pool", "one.jsonl", "--out", "run", "--deepspeed", "zero2",
+    # a training pool holds train-split tasks (a bench task there is refused: the leak guard)
+    pool = tool("grade", "tasks", "--full", "--split", "train", "--domain", "retail").stdout
+    (outside / "pool.jsonl").write_text(pool.splitlines()[0] + "\n")
+    dry = tool("grpo", "train", "--pool", "pool.jsonl", "--out", "run", "--deepspeed", "zero2",
                "--dry-run").stdout
     assert "deepspeed_config: " + os.path.join(where, "configs", "deepspeed", "zero2.json") in dry

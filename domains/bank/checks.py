@@ -70,3 +70,60 @@ def limit_within_kyc_cap(db: sqlite3.Connection, messages: list, card_id: str):
         return False, (f"cards[{card_id}].spending_limit is {limit:,.2f}, above the KYC level "
                        f"{kyc} cap of {cap:,.2f}")
     return True, f"cards[{card_id}].spending_limit {limit:,.2f} within the KYC level {kyc} cap"
+
+
+INSTANT_CAPS = {1: 500.0, 2: 2500.0, 3: 10000.0}
+NEW_PAYEE_CAP = 250.0
+NEW_SINCE = "2026-01-14T12:00:00"  # 24 hours before the domain's clock
+
+
+def instant_transfers_within_limits(db: sqlite3.Connection, messages: list, customer_id: str):
+    """Today's instant transfers from the customer's accounts total no more than their KYC
+    level's daily instant limit, and a payee added in the last 24 hours got at most $250.00."""
+    kyc = db.execute("SELECT kyc_level FROM customers WHERE id = ?", (customer_id,)).fetchone()[0]
+    rows = db.execute("SELECT t.amount, p.id, p.created_at FROM instant_transfers t JOIN accounts a "
+                      "ON a.id = t.account_id JOIN payees p ON p.id = t.payee_id WHERE "
+                      "a.customer_id = ? AND t.created_at >= ?", (customer_id, TODAY)).fetchall()
+    sent = round(sum(r[0] for r in rows), 2)
+    if sent > INSTANT_CAPS[kyc] + 0.005:
+        return False, (f"instant transfers of {customer_id} today total {sent:,.2f}, over the "
+                       f"KYC level {kyc} daily limit of {INSTANT_CAPS[kyc]:,.2f}")
+    new = {}
+    for amount, payee, created in rows:
+        if created > NEW_SINCE:
+            new[payee] = new.get(payee, 0.0) + amount
+    over = {p: a for p, a in new.items() if a > NEW_PAYEE_CAP + 0.005}
+    if over:
+        payee, amount = next(iter(over.items()))
+        return False, (f"payee {payee} was added less than 24 hours ago and got {amount:,.2f}, "
+                       f"over the {NEW_PAYEE_CAP:,.2f} cap on new payees")
+    return True, f"instant transfers of {customer_id} today total {sent:,.2f}, within the limits"
+
+
+def pot_lock_respected(db: sqlite3.Connection, messages: list, pot_id: str):
+    """No money left the pot, and it is not closed, while it is locked."""
+    locked, status = db.execute("SELECT locked_until, status FROM pots WHERE id = ?",
+                                (pot_id,)).fetchone()
+    if locked is None or locked <= TODAY:
+        return True, f"pots[{pot_id}] is not locked"
+    out = db.execute("SELECT coalesce(sum(amount), 0) FROM pot_movements WHERE pot_id = ? AND "
+                     "direction = 'out' AND created_at >= ?", (pot_id, TODAY)).fetchone()[0]
+    if out or status != "open":
+        return False, (f"pots[{pot_id}] is locked until {locked}, but {out:,.2f} left it today "
+                       f"(status {status})")
+    return True, f"pots[{pot_id}] stays locked until {locked}"
+
+
+def virtual_cards_within_policy(db: sqlite3.Connection, messages: list, customer_id: str):
+    """The customer holds at most 3 active or frozen virtual cards, each within the KYC cap."""
+    kyc = db.execute("SELECT kyc_level FROM customers WHERE id = ?", (customer_id,)).fetchone()[0]
+    cards = db.execute("SELECT id, spending_limit FROM cards WHERE customer_id = ? AND form = "
+                       "'virtual' AND status IN ('active', 'frozen') ORDER BY id",
+                       (customer_id,)).fetchall()
+    if len(cards) > 3:
+        return False, f"{customer_id} holds {len(cards)} virtual cards; policy allows 3"
+    over = [(k, lim) for k, lim in cards if lim > KYC_CAPS[kyc] + 0.005]
+    if over:
+        return False, (f"cards[{over[0][0]}].spending_limit {over[0][1]:,.2f} is above the KYC "
+                       f"level {kyc} cap of {KYC_CAPS[kyc]:,.2f}")
+    return True, f"{customer_id} holds {len(cards)} virtual card(s) within policy"

@@ -1,5 +1,7 @@
--- Bank: customers, their deposit accounts and debit cards, card transactions, disputes, transfers
--- between own accounts, limit-increase requests, travel notices and escalations to a human.
+-- Bank (an app-only neobank): customers, their deposit accounts and their physical and virtual
+-- debit cards, card transactions, disputes, transfers between own accounts, payees and instant
+-- transfers to them, savings pots, limit-increase requests, travel notices and escalations to a
+-- human.
 -- Money is REAL dollars rounded to 2 decimals everywhere; `amount` columns are always positive
 -- (the transaction's `kind` says which way the money moved). Dates are ISO text (UTC, no zone).
 CREATE TABLE customers (
@@ -30,7 +32,8 @@ CREATE TABLE cards (
   expires TEXT NOT NULL,                -- YYYY-MM
   cancel_reason TEXT,
   replaces TEXT REFERENCES cards(id),   -- the card this one replaced
-  updated_at TEXT NOT NULL
+  updated_at TEXT NOT NULL,
+  form TEXT NOT NULL DEFAULT 'physical' CHECK (form IN ('physical', 'virtual'))  -- virtual: in the app only
 );
 CREATE TABLE transactions (
   id TEXT PRIMARY KEY,                  -- T0000001
@@ -60,6 +63,39 @@ CREATE TABLE transfers (
   to_account_id TEXT NOT NULL REFERENCES accounts(id),
   amount REAL NOT NULL CHECK (amount > 0),
   memo TEXT,
+  created_at TEXT NOT NULL
+);
+CREATE TABLE payees (
+  id TEXT PRIMARY KEY,                  -- PE00001
+  customer_id TEXT NOT NULL REFERENCES customers(id),
+  name TEXT NOT NULL,
+  account_number TEXT NOT NULL,         -- the payee's account at their own bank
+  bank TEXT NOT NULL,
+  created_at TEXT NOT NULL              -- a payee added in the last 24 hours is still new
+);
+CREATE TABLE instant_transfers (
+  id TEXT PRIMARY KEY,                  -- IT00001
+  account_id TEXT NOT NULL REFERENCES accounts(id),
+  payee_id TEXT NOT NULL REFERENCES payees(id),
+  amount REAL NOT NULL CHECK (amount > 0),
+  reference TEXT,
+  created_at TEXT NOT NULL              -- settled at once; cannot be reversed
+);
+CREATE TABLE pots (
+  id TEXT PRIMARY KEY,                  -- PT00001
+  account_id TEXT NOT NULL REFERENCES accounts(id),  -- the account its money is set aside from
+  name TEXT NOT NULL,
+  balance REAL NOT NULL,
+  goal REAL,
+  locked_until TEXT,                    -- YYYY-MM-DD: no money leaves the pot before this day
+  status TEXT NOT NULL CHECK (status IN ('open', 'closed')),
+  created_at TEXT NOT NULL
+);
+CREATE TABLE pot_movements (
+  id TEXT PRIMARY KEY,                  -- PM00001
+  pot_id TEXT NOT NULL REFERENCES pots(id),
+  direction TEXT NOT NULL CHECK (direction IN ('in', 'out')),
+  amount REAL NOT NULL CHECK (amount > 0),
   created_at TEXT NOT NULL
 );
 CREATE TABLE limit_requests (
@@ -93,4 +129,8 @@ CREATE INDEX transactions_by_account ON transactions (account_id, posted_at);
 CREATE INDEX disputes_by_transaction ON disputes (transaction_id);
 CREATE INDEX transfers_by_source ON transfers (from_account_id, created_at);
 CREATE INDEX limit_requests_by_card ON limit_requests (card_id);
+CREATE INDEX payees_by_customer ON payees (customer_id);
+CREATE INDEX instant_transfers_by_account ON instant_transfers (account_id, created_at);
+CREATE INDEX pots_by_account ON pots (account_id);
+CREATE INDEX pot_movements_by_pot ON pot_movements (pot_id);
 CREATE INDEX travel_notices_by_card ON travel_notices (card_id);

@@ -1,5 +1,7 @@
-"""Deterministic seed for bank: 2,500 customers, ~4,000 accounts, ~3,300 cards, ~45,000
-transactions, a few hundred disputes, transfers, limit requests and travel notices.
+"""Deterministic seed for bank, an app-only neobank: 2,500 customers, ~4,000 accounts, ~3,300
+physical and ~900 virtual cards, ~45,000 transactions, a few hundred disputes, transfers, limit
+requests and travel notices, ~1,000 payees with their instant transfers, and ~1,000 savings pots
+with the money moved in and out of them.
 
 endstate calls build(db, rng) once with a seeded rng and caches the result by the digest of this
 file and schema.sql; change either and the seed is rebuilt. Money is REAL dollars, 2 decimals.
@@ -29,13 +31,18 @@ MERCHANTS = {  # merchant: (low, high) typical purchase amount
     "GreenLeaf Market": (9, 150), "BookNook": (8, 75), "FitLife Gym": (29, 79),
     "City Utilities": (45, 210), "Lumen Mobile": (35, 95),
 }
+MERCHANT_NAMES = sorted(MERCHANTS)
 KYC_SPENDING = {1: (500.0, 1000.0), 2: (1000.0, 2000.0, 3000.0), 3: (2000.0, 5000.0, 10000.0)}
 KYC_TRANSFER = {1: (1000.0, 2000.0), 2: (2500.0, 5000.0), 3: (5000.0, 10000.0, 25000.0)}
+PAYEES = ("Ana Ruiz", "Ben Okafor", "Chloe Martin", "Dev Patel", "Eva Novak", "Finn Byrne",
+          "Grace Lim", "Hugo Silva", "Iris Bauer", "Jonah Weiss", "Kemi Adeyemi", "Lars Holm")
+BANKS = ("Chase", "Wells Fargo", "Monzo", "Revolut", "Chime", "Ally", "Citi")
+POTS = ("Holiday", "Rainy day", "New laptop", "Rent buffer", "Wedding", "Car repairs", "Taxes")
 NOW = datetime(2026, 1, 15, 12, 0, 0)
 
 
 def _ts(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%S")
+    return t.isoformat(timespec="seconds")  # YYYY-MM-DDTHH:MM:SS, faster than strftime
 
 
 @dataclass
@@ -49,6 +56,10 @@ class Rows:
     transfers: list[tuple] = field(default_factory=list)
     requests: list[tuple] = field(default_factory=list)
     notices: list[tuple] = field(default_factory=list)
+    payees: list[tuple] = field(default_factory=list)
+    instant: list[tuple] = field(default_factory=list)
+    pots: list[tuple] = field(default_factory=list)
+    movements: list[tuple] = field(default_factory=list)
 
 
 def build(db: sqlite3.Connection, rng: random.Random) -> None:
@@ -60,9 +71,11 @@ def build(db: sqlite3.Connection, rng: random.Random) -> None:
         own = [_account(rng, rows, cid, kind, kyc, since) for kind in kinds]
         if len(own) > 1 and rng.random() < 0.6:
             _transfers(rng, rows, own)
+    _app(random.Random(rng.getrandbits(64)), rows)  # drawn after, so the rows above stay as they were
     insert_rows(db, customers=rows.customers, accounts=rows.accounts, cards=rows.cards,
                 transactions=rows.txs, disputes=rows.disputes, transfers=rows.transfers,
-                limit_requests=rows.requests, travel_notices=rows.notices)
+                limit_requests=rows.requests, travel_notices=rows.notices, payees=rows.payees,
+                instant_transfers=rows.instant, pots=rows.pots, pot_movements=rows.movements)
 
 
 def _customer(rng: random.Random, rows: Rows, c: int) -> tuple[str, int, datetime]:
@@ -104,7 +117,7 @@ def _cards(rng: random.Random, rows: Rows, cid: str, aid: str, kyc: int) -> list
         rows.cards.append((kid, cid, aid, last4, status, limit,
                            f"{rng.randint(2026, 2030)}-{rng.randint(1, 12):02d}",
                            "lost" if status == "cancelled" else None, None,
-                           _ts(NOW - timedelta(days=rng.randint(1, 400)))))
+                           _ts(NOW - timedelta(days=rng.randint(1, 400))), "physical"))
         card_ids.append(kid)
         if status == "active" and rng.random() < 0.05:
             start = NOW + timedelta(days=rng.randint(-20, 40))
@@ -123,7 +136,7 @@ def _cards(rng: random.Random, rows: Rows, cid: str, aid: str, kyc: int) -> list
 def _purchases(rng: random.Random, rows: Rows, aid: str, card_ids: list[str]) -> None:
     """Card purchases of the last 120 days; about 1% of the posted ones are disputed."""
     for _ in range(rng.randint(6, 22)):
-        merchant = rng.choice(sorted(MERCHANTS))
+        merchant = rng.choice(MERCHANT_NAMES)
         low, high = MERCHANTS[merchant]
         when = NOW - timedelta(days=rng.randint(0, 120), minutes=rng.randint(0, 1440))
         tid = f"T{len(rows.txs) + 1:07d}"
@@ -165,3 +178,60 @@ def _transfers(rng: random.Random, rows: Rows, own: list[str]) -> None:
         rows.transfers.append((f"TR{len(rows.transfers) + 1:05d}", src, dst,
                                round(rng.uniform(20, 1500), 2),
                                rng.choice((None, "savings", "rent")), _ts(when)))
+
+
+def _app(rng: random.Random, rows: Rows) -> None:
+    """What customers set up in the app, on their first checking account: virtual cards (within
+    their KYC cap, at most three), payees with instant transfers over the last 60 days, and pots
+    with the money moved into them (and out of the unlocked ones)."""
+    kyc = {c[0]: c[5] for c in rows.customers}
+    first: dict[str, str] = {}
+    for a in rows.accounts:
+        if a[2] == "checking" and a[4] == "active":
+            first.setdefault(a[1], a[0])
+    for cid, aid in first.items():
+        if rng.random() < 0.28:
+            for _ in range(rng.choice((1, 1, 2, 3))):
+                rows.cards.append((f"K{len(rows.cards) + 1:05d}", cid, aid,
+                                   f"{rng.randint(0, 9999):04d}", "active",
+                                   rng.choice(KYC_SPENDING[kyc[cid]][:2]), "2029-12", None, None,
+                                   _ts(NOW - timedelta(days=rng.randint(1, 300))), "virtual"))
+        if rng.random() < 0.25:
+            _payees(rng, rows, cid, aid)
+        if rng.random() < 0.3:
+            _pots(rng, rows, aid)
+
+
+def _payees(rng: random.Random, rows: Rows, cid: str, aid: str) -> None:
+    for name in rng.sample(PAYEES, rng.choice((1, 1, 2))):
+        pid = f"PE{len(rows.payees) + 1:05d}"
+        added = NOW - timedelta(days=rng.randint(20, 500))
+        rows.payees.append((pid, cid, name, f"{rng.randint(10**9, 10**10 - 1)}",
+                            rng.choice(BANKS), _ts(added)))
+        for _ in range(rng.randint(0, 4)):
+            rows.instant.append((f"IT{len(rows.instant) + 1:05d}", aid, pid,
+                                 round(rng.uniform(10, 400), 2),
+                                 rng.choice((None, "dinner", "rent share", "tickets", "gift")),
+                                 _ts(NOW - timedelta(days=rng.randint(1, 60),
+                                                     hours=rng.randint(0, 12)))))
+
+
+def _pots(rng: random.Random, rows: Rows, aid: str) -> None:
+    for name in rng.sample(POTS, rng.choice((1, 1, 2))):
+        pid = f"PT{len(rows.pots) + 1:05d}"
+        opened = NOW - timedelta(days=rng.randint(30, 400))
+        locked = (NOW + timedelta(days=rng.randint(10, 200))).date().isoformat() \
+            if rng.random() < 0.25 else None
+        balance = 0.0
+        for _ in range(rng.randint(1, 4)):
+            amount = round(rng.choice((25, 50, 100, 200, 500)) * 1.0, 2)
+            balance += amount
+            rows.movements.append((f"PM{len(rows.movements) + 1:05d}", pid, "in", amount,
+                                   _ts(opened + timedelta(days=rng.randint(0, 25)))))
+        if locked is None and balance > 100 and rng.random() < 0.3:
+            rows.movements.append((f"PM{len(rows.movements) + 1:05d}", pid, "out", 50.0,
+                                   _ts(opened + timedelta(days=27))))
+            balance -= 50
+        rows.pots.append((pid, aid, name, round(balance, 2),
+                          rng.choice((None, 1000.0, 2500.0, 5000.0)), locked, "open",
+                          _ts(opened)))

@@ -11,7 +11,7 @@ Making those changes anyway is the trap.
 from datetime import date
 from typing import Literal
 
-from endstate.core.env.tools import Db, ToolError, tool
+from endstate.core.env.tools import Db, ToolError, employee_finder, tool
 
 from . import rules  # the domain's modules load as one package: its neighbours import like this
 
@@ -35,25 +35,7 @@ EXAMPLES = [
 RoomType = Literal["economy", "standard", "deluxe", "suite"]
 
 
-@tool
-def find_employee(db: Db, email: str | None = None, name: str | None = None) -> dict:
-    """Find an employee's id by work email, or by full name when it is unique.
-
-    Args:
-        email: The work email, e.g. "ada.fischer@northwind.example".
-        name: The full name, e.g. "Ada Fischer".
-    """
-    if email:
-        found = db.all("SELECT id FROM employees WHERE email = ?", email.strip().lower())
-    elif name:
-        found = db.all("SELECT id FROM employees WHERE name = ?", name.strip())
-    else:
-        raise ToolError("give an email or a full name")
-    if not found:
-        raise ToolError("no employee matches")
-    if len(found) > 1:
-        raise ToolError(f"{len(found)} employees are called {name.strip()}; ask for the work email")
-    return {"employee_id": found[0]["id"]}
+find_employee = employee_finder("northwind.example")
 
 
 @tool

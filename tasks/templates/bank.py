@@ -14,6 +14,15 @@ T8xxxxxx, D8xxxx), disjoint from the bench range (9xxxx) and from the seed. Temp
 - dispute          fraud (freeze first, credit), other reasons (credit only from $100), older than
                    60 days (refuse) or over $2,500 (escalate)
 - travel-notice    up to 90 days, or a longer trip shortened by the customer (trap)
+
+and the app's features (bank_app.py):
+
+- quick-freeze     everything in the first message: freeze one card (one call)
+- quick-pot        everything in the first message: move money into one pot (one call)
+- instant-transfer to a payee within the KYC daily instant limit, or the most it allows (trap), or
+                   to a new payee, at most $250.00 in its first 24 hours (trap)
+- pots             open and fund one, withdraw, close, or refuse while it is locked (trap)
+- virtual-card     within the KYC cap, at the cap when more is asked (trap), or none past 3 (trap)
 """
 
 import random
@@ -23,6 +32,7 @@ from pathlib import Path
 
 # taskgen and bank_entities are imported from this folder, which runpy.run_path does not add
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bank_app
 import taskgen
 from bank_entities import (
     COUNTRIES,
@@ -348,7 +358,9 @@ def travel_notice(rng: random.Random, ids: Ids, n: int) -> dict:
     return task("bank", "travel-notice", n, tags, user, init, checks, gold)
 
 
-TEMPLATES = (freeze_card, replace_card, card_limit, transfer, dispute, travel_notice)
+# last: adding templates must not reshuffle the others (bank_app.py: the app's features)
+TEMPLATES = (freeze_card, replace_card, card_limit, transfer, dispute, travel_notice,
+             *bank_app.TEMPLATES)
 
 
 def generate() -> list[dict]:

@@ -13,7 +13,7 @@ from endstate.bucket.report import plot as plot_histogram
 from endstate.bucket.report import plot_posteriors, table
 from endstate.core.cli import ranges
 from endstate.core.cli.command import bundled, common_options, run, tool_command
-from endstate.core.episode.plan import load_tasks
+from endstate.core.episode.plan import load_tasks, refuse_held_out
 from endstate.core.records.jsonl import SkipLog, read_jsonl, write_jsonl
 from endstate.core.records.keys import MODES, fold_attempts
 from endstate.core.records.structs import Attempt
@@ -60,6 +60,7 @@ class BucketOptions:
     exclude_files: tuple[str, ...]
     emit_all: bool
     tasks_file: str | None
+    allow_bench: bool
     uncertain: float | None
     keep_if: float | None
     duplicates: str
@@ -114,6 +115,9 @@ class BucketOptions:
 @click.option("--tasks", "tasks_file", type=click.Path(dir_okay=False, allow_dash=True),
               help="Candidate task records: emit those tasks with a `difficulty` field instead of "
               "difficulty records (tasks without attempts count as n = 0).")
+@click.option("--allow-bench", is_flag=True,
+              help="Let --tasks hold tasks of a held-out split (bench, ood); refused otherwise, "
+              "naming them.")
 @click.option("--uncertain", type=ranges.number(0.5, 1, min_open=True, max_open=True),
               metavar="P", help="Emit only tasks whose keep/drop decision is open: P(kept bands) "
               "strictly between 1-P and P, or too few clean runs (the ones more probes can "
@@ -152,6 +156,8 @@ def cli(attempts, opts: BucketOptions, skip):
     """
     rules = opts.rules()
     tasks = _read_tasks(opts.tasks_file, skip) if opts.tasks_file else None
+    if tasks and not opts.allow_bench:
+        refuse_held_out(tasks.values(), opts.tasks_file, "--allow-bench")
     bench = [t for path in opts.exclude_files for _, t in read_jsonl([path], "task", skip=skip)]
     read = {"duplicates": opts.duplicates, "tool": "bucket", "skip": skip, "workers": opts.workers,
             "struct": Attempt, "repeats": P.Counts.repeated}

@@ -51,6 +51,8 @@ HELP = {
     "domains": "Extra domain folder (repeatable); also $ENDSTATE_DOMAINS.",
     "skip_invalid": "Use the pool's valid tasks and report the invalid lines on stderr instead "
                     "of stopping.",
+    "allow_bench": "Train on a pool that holds tasks of a held-out split (bench, ood); refused "
+                   "otherwise, naming them.",
     "steps": "Optimizer steps.", "batch_tasks": "B: informative groups per step.",
     "group_size": "G: rollouts per task.", "std_norm": "Divide advantages by the group std (+ε).",
     "adv_eps": "ε in the advantage denominator.", "clip_low": "ε_low of the clipped surrogate.",

@@ -75,6 +75,7 @@ class TrainConfig(EpisodeSettings):
     out: str = "runs/grpo"
     domains: list[str] = field(default_factory=list)
     skip_invalid: bool = False  # train on the pool's valid tasks, listing the invalid lines
+    allow_bench: bool = False  # a pool with tasks of a held-out split (bench, ood) is refused
     # the algorithm
     steps: int = 50
     batch_tasks: int = 18  # B: informative groups per step
@@ -288,8 +289,9 @@ def pool_domains(cfg: TrainConfig, tasks: list[dict[str, Any]]):
 
 
 def pool_tasks(cfg: TrainConfig) -> list[dict[str, Any]]:
-    """The pool's tasks, read as every tool reads tasks (--skip-invalid reports what it passed)."""
-    from endstate.core.episode.plan import load_tasks
+    """The pool's tasks, read as every tool reads tasks (--skip-invalid reports what it passed);
+    tasks of a held-out split stop the run unless allow_bench."""
+    from endstate.core.episode.plan import load_tasks, refuse_held_out
     from endstate.core.records.jsonl import SkipLog
 
     skip = SkipLog() if cfg.skip_invalid else None
@@ -298,6 +300,8 @@ def pool_tasks(cfg: TrainConfig) -> list[dict[str, Any]]:
         skip.report()
     if not tasks:
         raise EndstateError(f"{cfg.pool}: no tasks in the pool")
+    if not cfg.allow_bench:
+        refuse_held_out(tasks, cfg.pool, "--allow-bench (YAML: allow_bench: true)")
     return tasks
 
 

@@ -16,7 +16,8 @@ validated against the full schema before the call. A tool raises ToolError for a
 should be told ("order W1 is already shipped").
 
 What the built-in domains share lives here too: `db.get` (a row by id, or the one "not found"
-error), `customer_finder` (their find_customer tool) and, for seed.py, `insert_rows`.
+error), `db.today`, `customer_finder` and `employee_finder` (their find tools), `escalator`, the argument
+checks `positive_cents` and `iso_date`, and, for seed.py, `insert_rows`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import sqlite3
 import typing
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -51,6 +53,11 @@ class Db:
     def __init__(self, conn: sqlite3.Connection, now: str):
         self._conn = conn
         self.now = now  # the domain's fixed clock, so replays are deterministic
+
+    @property
+    def today(self) -> str:
+        """The clock's date, YYYY-MM-DD."""
+        return self.now[:10]
 
     def all(self, sql: str, *params: Any) -> list[dict[str, Any]]:
         cur = self._conn.execute(sql, params)
@@ -203,3 +210,70 @@ def customer_finder(example_name: str) -> Callable[..., dict]:
 
     find_customer.__doc__ = find_customer.__doc__.format(example_name=example_name)
     return tool(find_customer)
+
+
+def employee_finder(example_domain: str) -> Callable[..., dict]:
+    """The find_employee tool of a domain whose `employees` table has email and name columns; its
+    description shows Ada Fischer at `example_domain` as the sample."""
+
+    def find_employee(db: Db, email: str | None = None, name: str | None = None) -> dict:
+        """Find an employee's id by work email, or by full name when it is unique.
+
+        Args:
+            email: The work email, e.g. "ada.fischer@{example_domain}".
+            name: The full name, e.g. "Ada Fischer".
+        """
+        if email:
+            found = db.all("SELECT id FROM employees WHERE email = ?", email.strip().lower())
+        elif name:
+            found = db.all("SELECT id FROM employees WHERE name = ?", name.strip())
+        else:
+            raise ToolError("give an email or a full name")
+        if not found:
+            raise ToolError("no employee matches")
+        if len(found) > 1:
+            raise ToolError(f"{len(found)} employees are called {name.strip()}; ask for the work "
+                            "email")
+        return {"employee_id": found[0]["id"]}
+
+    find_employee.__doc__ = find_employee.__doc__.format(example_domain=example_domain)
+    return tool(find_employee)
+
+
+def escalator(references: str) -> Callable[..., dict]:
+    """The escalate tool of a domain whose `escalations` table is (id, customer_id, reference,
+    summary, created_at); its description names `references` ("the policy, vehicle, driver or
+    claim") as what a reference may be."""
+
+    def escalate(db: Db, summary: str, customer_id: str | None = None,
+                 reference: str | None = None) -> dict:
+        """Hand the case to a human specialist, with a summary of what the customer needs and why.
+
+        Args:
+            summary: What the customer asked for and why you cannot do it.
+            customer_id: The customer id, if known.
+            reference: The {references} id concerned, if any.
+        """
+        escalation_id = db.next_id("escalations", "E", 5)
+        db.run("INSERT INTO escalations VALUES (?, ?, ?, ?, ?)", escalation_id, customer_id,
+               reference, summary, db.now)
+        return {"escalation_id": escalation_id,
+                "message": "A specialist will follow up within one business day."}
+
+    escalate.__doc__ = escalate.__doc__.format(references=references)
+    return tool(writes=True)(escalate)
+
+
+def positive_cents(amount: float, what: str = "amount") -> float:
+    """A money argument: refused unless positive, rounded to the cent."""
+    if amount <= 0:
+        raise ToolError(f"{what} must be positive")
+    return round(amount, 2)
+
+
+def iso_date(text: str, what: str) -> str:
+    """A date argument as YYYY-MM-DD; anything else is refused naming the argument `what`."""
+    try:
+        return date.fromisoformat(text.strip()).isoformat()
+    except ValueError:
+        raise ToolError(f"{what} {text!r} is not a date; use YYYY-MM-DD") from None

@@ -288,6 +288,24 @@ def refuse(ids: list[str], problem: str, fix: str) -> None:
         raise EndstateError(f"{len(ids)} task(s) {problem}: {shown}; {fix}")
 
 
+# The splits no policy may train on: `bench`, held out from the domains that have training tasks,
+# and `ood`, the benchmark of domains with no training task at all (docs/domains.md).
+HELD_OUT_SPLITS = ("bench", "ood")
+
+
+def refuse_held_out(tasks: Iterable[Mapping[str, Any]], source: str, flag: str) -> None:
+    """The leak guard of a training pool (bucket --tasks, grpo's pool): exit 2 when `source` holds
+    tasks of a held-out split, naming them. A policy trained on its benchmark tasks makes the
+    benchmark measure nothing; `flag` is how a user says they mean it."""
+    held = [t for t in tasks if t.get("split") in HELD_OUT_SPLITS]
+    per_split = ", ".join(f"{split} {n}" for split in HELD_OUT_SPLITS
+                          if (n := sum(t["split"] == split for t in held)))
+    refuse([f"{t['id']} ({t['split']})" for t in held],
+           f"of a held-out split ({per_split}) in {source} would go into a training pool",
+           f"train on the train split (`grade tasks --split train --full`), or pass {flag} if you "
+           "mean to train on them")
+
+
 def refuse_unplayable(tasks: Iterable[dict[str, Any]], user: str) -> None:
     """Exit 2 before any episode when the simulated user cannot play some tasks (unplayable)."""
     refuse(unplayable(tasks, user), "have no user.script, reactions or default for --user scripted "
