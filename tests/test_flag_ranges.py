@@ -47,7 +47,9 @@ def _files() -> dict[str, str]:
     task = (ROOT / "tasks" / "bench" / "retail.jsonl").read_text().splitlines()[0]
     tasks = WORK / "tasks.jsonl"
     tasks.write_text(task + "\n")
-    return {"empty": str(empty), "tasks": str(tasks), "work": str(WORK)}
+    pool = WORK / "pool.jsonl"  # a training candidate: grpo refuses a bench task in its pool
+    pool.write_text((ROOT / "tasks" / "train" / "retail.jsonl").read_text().splitlines()[0] + "\n")
+    return {"empty": str(empty), "tasks": str(tasks), "pool": str(pool), "work": str(WORK)}
 
 
 F = _files()
@@ -69,7 +71,7 @@ BASES = {
     ("rollout", ("parity",)): [F["empty"]],
     ("rollout", ("serve-mcp",)): [F["tasks"], "--out", f"{WORK}/mcp.jsonl", "--task", "nosuch"],
     ("probe", ()): [F["empty"]],
-    ("grpo", ("train",)): ["--pool", F["tasks"], "--out", f"{WORK}/run", "--dry-run"],
+    ("grpo", ("train",)): ["--pool", F["pool"], "--out", f"{WORK}/run", "--dry-run"],
     ("grpo", ("export",)): [f"{WORK}/no-checkpoint", f"{WORK}/exported"],
 }
 # Options whose text is parsed into numbers by a callback: held to the numeric rule too.
@@ -205,7 +207,7 @@ def test_a_price_that_is_no_price_is_refused(tmp_path, attempts, tool, price):
 def test_integers_past_64_bits_are_refused_up_front(tmp_path, tool, flag):
     """Before: --top-k or --seed 2**70 ended every episode in exit 70."""
     args = {"rollout": ["run", F["empty"]], "probe": [F["empty"]],
-            "grpo": ["train", "--pool", F["tasks"], "--out", str(tmp_path / "r"), "--dry-run"]}[tool]
+            "grpo": ["train", "--pool", F["pool"], "--out", str(tmp_path / "r"), "--dry-run"]}[tool]
     refused(tool, [*args, flag, str(2**70)], flag, tmp_path)
 
 
@@ -221,7 +223,7 @@ def test_a_grpo_config_outside_its_ranges_or_unreadable_is_a_usage_error(tmp_pat
     UTF-8 or YAML nested too deep was exit 70."""
     config = tmp_path / "c.yaml"
     config.write_bytes(text)
-    refused("grpo", ["train", "--config", str(config), "--pool", F["tasks"], "--out",
+    refused("grpo", ["train", "--config", str(config), "--pool", F["pool"], "--out",
                      str(tmp_path / "r"), "--dry-run"], says, tmp_path)
 
 
@@ -255,7 +257,7 @@ def test_the_gateway_refuses_a_token_or_address_it_cannot_serve(tmp_path, flag, 
     ("evalstats", [F["empty"], "--cluster", "a\x1fb"]),
     ("rollout", ["run", F["empty"], "--shard", "inf"]),
     ("probe", [F["empty"], "--shard", "0/1180591620717411303424"]),
-    ("grpo", ["train", "--pool", F["tasks"], "--out", "r", "--dry-run", "--deepspeed", "notjson.txt"]),
+    ("grpo", ["train", "--pool", F["pool"], "--out", "r", "--dry-run", "--deepspeed", "notjson.txt"]),
 ])
 def test_what_the_property_found(tmp_path, tool, args):
     """Exit 70 before: a --plot name matplotlib has no format for, a --by or --cluster name the
@@ -269,7 +271,7 @@ def test_what_the_property_found(tmp_path, tool, args):
 # -- the flags and keys grpo train (user, judge, held-out evaluation) and evalstats (compare,
 # tally, report) gained since: the same rules --------------------------------------------------------
 
-GRPO_DRY = ["train", "--pool", F["tasks"], "--dry-run"]
+GRPO_DRY = ["train", "--pool", F["pool"], "--dry-run"]
 
 
 @pytest.mark.parametrize("flag, value, says", [

@@ -53,7 +53,10 @@ def write_domain(source: Source, out: Path, force: bool = False) -> Written:
     """Write the domain folder `out` (its name is the domain's) for `source`, whole or not at all:
     into a temporary folder whose schema, seed and generated code are loaded before it is renamed
     to `out` (staging.staged)."""
-    domain = out.resolve().name
+    try:
+        domain = out.resolve().name
+    except (OSError, ValueError) as e:  # a name no file system takes (a lone surrogate)
+        raise EndstateError(f"--out {out!r:.80}: not a folder name this system can use ({e})") from None
     check_domain_name(domain, f"--out {out}")
     if out.exists() and any(out.iterdir()) and not force:
         raise EndstateError(f"{out}: exists and is not empty; pass --force to overwrite the "
