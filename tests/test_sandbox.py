@@ -343,15 +343,15 @@ def test_sandboxes_of_one_task_interleave_without_seeing_each_other(shop):
     assert set(a.changes()["items"]) == {"updated", "inserted"} and set(b.changes()["items"]) == {"updated"}
 
 
-def test_a_tool_cannot_commit_and_one_that_rolls_back_stops_the_run(shop):
-    """Seed connections are shared: a COMMIT would write the seed under every later episode."""
+def test_a_tool_cannot_end_the_transaction(shop):
+    """Seed connections are shared: a COMMIT would write the seed under every later episode, a
+    ROLLBACK lose the episode's state (tests/test_check_isolation.py has every statement)."""
     s = Sandbox(shop)
     assert s.call("set_qty", {"item_id": "I1", "qty": 0}).ok
-    for sql in ("COMMIT", "END"):
+    for sql in ("COMMIT", "END", "ROLLBACK"):
         result = s.call("escape", {"sql": sql})
         assert not result.ok and "not authorized" in result.content
-    with pytest.raises(EndstateError, match="tools must not control transactions"):
-        s.call("escape", {"sql": "ROLLBACK"})
+    assert query(s, "value", "SELECT qty FROM items WHERE id = 'I1'") == 0
     assert query(Sandbox(shop), "value", "SELECT qty FROM items WHERE id = 'I1'") == shop_seed_qty(shop, "I1")
 
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import sqlite3
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +28,14 @@ from typing import Any
 
 import orjson
 
+from endstate.core.env.authorizers import (
+    BEGIN,
+    MARK,
+    ROLLBACK,
+    own,
+    read_only_authorizer,
+    tools_authorizer,
+)
 from endstate.core.env.changes import (
     Changes,
     Replay,
@@ -43,44 +53,6 @@ from endstate.core.env.domain import LOG_PREFIX, Domain, Table
 from endstate.core.env.tools import Db, ToolError
 from endstate.core.errors import EndstateError
 
-_WRITE_ACTIONS = {sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE}
-_ALWAYS_DENIED = {
-    sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH, sqlite3.SQLITE_CREATE_TABLE,
-    sqlite3.SQLITE_CREATE_INDEX, sqlite3.SQLITE_CREATE_TRIGGER, sqlite3.SQLITE_CREATE_VIEW,
-    sqlite3.SQLITE_CREATE_TEMP_TABLE, sqlite3.SQLITE_CREATE_TEMP_INDEX,
-    sqlite3.SQLITE_CREATE_TEMP_TRIGGER, sqlite3.SQLITE_CREATE_TEMP_VIEW, sqlite3.SQLITE_CREATE_VTABLE,
-    sqlite3.SQLITE_DROP_TABLE, sqlite3.SQLITE_DROP_INDEX, sqlite3.SQLITE_DROP_TRIGGER,
-    sqlite3.SQLITE_DROP_VIEW, sqlite3.SQLITE_DROP_TEMP_TABLE, sqlite3.SQLITE_DROP_TEMP_INDEX,
-    sqlite3.SQLITE_DROP_TEMP_TRIGGER, sqlite3.SQLITE_DROP_TEMP_VIEW, sqlite3.SQLITE_DROP_VTABLE,
-    sqlite3.SQLITE_ALTER_TABLE, sqlite3.SQLITE_REINDEX, sqlite3.SQLITE_ANALYZE,
-}
-
-
-def _tools_authorizer(action, arg1, arg2, dbname, trigger):
-    """The agent-facing connection: reads and writes of domain tables, nothing structural."""
-    if action == sqlite3.SQLITE_READ:
-        return sqlite3.SQLITE_OK
-    if action in _ALWAYS_DENIED:
-        return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_PRAGMA:  # a pragma outlives the episode on a shared connection
-        return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_TRANSACTION and arg1 == "COMMIT":
-        return sqlite3.SQLITE_DENY  # nothing commits on a seed connection: it is shared
-    if action == sqlite3.SQLITE_FUNCTION and arg2 == "load_extension":
-        return sqlite3.SQLITE_DENY
-    if action in _WRITE_ACTIONS and arg1.startswith(LOG_PREFIX) and not (trigger or "").startswith(LOG_PREFIX):
-        return sqlite3.SQLITE_DENY  # only our triggers may write the change log
-    return sqlite3.SQLITE_OK
-
-
-def _read_only_authorizer(action, arg1, arg2, dbname, trigger):
-    """The grader's connection: SELECT and reads only; no writes, ATTACH, PRAGMA or extensions."""
-    if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE):
-        return sqlite3.SQLITE_OK
-    if action == sqlite3.SQLITE_FUNCTION:
-        return sqlite3.SQLITE_DENY if arg2 == "load_extension" else sqlite3.SQLITE_OK
-    return sqlite3.SQLITE_DENY
-
 
 @dataclass
 class ToolResult:
@@ -96,6 +68,8 @@ class ToolResult:
 PIN_ROWS = 256  # replaying more rows than this per call costs more than keeping a connection
 INIT_STATES_KEPT = 4096  # per domain: the diff each task's init makes to the seed (small)
 _CALL = f"{LOG_PREFIX}call"  # the savepoint around each tool call of a pinned sandbox
+_SAVEPOINT, _ROLLBACK_CALL, _RELEASE_CALL = (f"SAVEPOINT {_CALL}{MARK}",
+                                             f"ROLLBACK TO {_CALL}{MARK}", f"RELEASE {_CALL}{MARK}")
 
 
 @dataclass(frozen=True)
@@ -118,18 +92,46 @@ def _acquire(domain: Domain, purpose: str) -> sqlite3.Connection:
     use other connections and keep their statement caches."""
     idle = domain.seed_connections.setdefault((os.getpid(), purpose), [])
     conn = idle.pop() if idle else _new_connection(domain)
-    conn.execute("BEGIN")
+    own(conn, BEGIN)
     return conn
+
+
+class SandboxLost(EndstateError):
+    """A tool got past the authorizer (closed the connection, or removed the authorizer and ended
+    the transaction): the episode's state is gone. In a run its episode is a system_error (kind
+    tool) and the run goes on; a replay (grade validate) stops with it."""
+
+
+def _usable(conn: sqlite3.Connection) -> bool:
+    try:
+        return conn.in_transaction
+    except sqlite3.ProgrammingError:  # closed
+        return False
 
 
 def _release(domain: Domain, purpose: str, conn: sqlite3.Connection) -> None:
     """Roll the connection back to the seed and make it idle again."""
-    if not conn.in_transaction:  # only a tool ending our transaction gets here; never reuse it
+    if not _usable(conn):  # only a tool working around the authorizer gets here; never reuse it
         conn.close()
-        raise EndstateError("a tool ended the sandbox's transaction (COMMIT or ROLLBACK); "
-                            "tools must not control transactions")
-    conn.execute("ROLLBACK")
+        raise SandboxLost("a tool ended the sandbox's transaction or closed its connection; the "
+                          "episode's state is lost (tools must not control transactions)")
+    own(conn, ROLLBACK)
     domain.seed_connections.setdefault((os.getpid(), purpose), []).append(conn)
+
+
+_SPARE = "spare"  # never-used connections, for private states
+
+
+def prepare_private(domain: Domain) -> None:
+    """Make the next private state cheap (read_only(private=True)): a fresh connection on the seed,
+    its schema parsed, put aside (one at most). For a process that can do it while it waits (check
+    processes)."""
+    spare = domain.seed_connections.setdefault((os.getpid(), _SPARE), [])
+    if spare:
+        return
+    conn = _new_connection(domain)
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    spare.append(conn)
 
 
 def _new_connection(domain: Domain) -> sqlite3.Connection:
@@ -139,7 +141,7 @@ def _new_connection(domain: Domain) -> sqlite3.Connection:
     # OR REPLACE deletes the row it replaces; only with recursive triggers does that delete
     # reach the change log.
     conn.execute("PRAGMA recursive_triggers = ON")
-    conn.set_authorizer(_tools_authorizer)
+    conn.set_authorizer(tools_authorizer)
     return conn
 
 
@@ -171,7 +173,7 @@ def _locked(conn: sqlite3.Connection, budget: StepBudget | None) -> Iterator[sql
     """`conn` read-only (and under `budget`) for the length of the block, unlocked after."""
     conn.set_authorizer(None)  # the tools' authorizer denies every pragma
     conn.execute("PRAGMA query_only = 1")
-    conn.set_authorizer(_read_only_authorizer)
+    conn.set_authorizer(read_only_authorizer)
     if budget:
         conn.set_progress_handler(budget, StepBudget.EVERY)
     try:
@@ -180,7 +182,7 @@ def _locked(conn: sqlite3.Connection, budget: StepBudget | None) -> Iterator[sql
         conn.set_progress_handler(None, 0)
         conn.set_authorizer(None)
         conn.execute("PRAGMA query_only = 0")
-        conn.set_authorizer(_tools_authorizer)
+        conn.set_authorizer(tools_authorizer)
 
 
 def init_state(domain: Domain, init: Mapping[str, list[Row]] | None) -> InitState:
@@ -208,6 +210,39 @@ def init_state(domain: Domain, init: Mapping[str, list[Row]] | None) -> InitStat
     if len(cache) > INIT_STATES_KEPT:
         cache.popitem(last=False)
     return cache[key]
+
+
+def _invoke(t, db: Db, args: Any, name: str) -> ToolResult:
+    """Run a tool: every way it can fail is an error observation for the agent. A SystemExit or
+    KeyboardInterrupt it raises itself is one too; a Ctrl-C that arrives meanwhile (on the main
+    thread) still interrupts the run."""
+    interrupted: list[int] = []
+    previous = signal.getsignal(signal.SIGINT) \
+        if threading.current_thread() is threading.main_thread() else None
+
+    def noted(signum, frame):
+        interrupted.append(signum)
+        if callable(previous):
+            return previous(signum, frame)
+        if previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    if previous is not None:  # None: off the main thread (no signal lands there), or set from C
+        signal.signal(signal.SIGINT, noted)
+    try:
+        value = t.invoke(db, args)
+        return ToolResult(True, orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode(), value)
+    except ToolError as e:
+        return ToolResult.error(str(e))
+    except sqlite3.DatabaseError as e:
+        return ToolResult.error(f"{name} failed: database error: {e}")
+    except (Exception, SystemExit, KeyboardInterrupt) as e:
+        if isinstance(e, KeyboardInterrupt) and interrupted:
+            raise
+        return ToolResult.error(f"{name} failed: {type(e).__name__}: {e}")
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 class Sandbox:
@@ -267,29 +302,21 @@ class Sandbox:
             # transaction is rolled back anyway; pinned, a savepoint per call.
             pinned = conn is self._pinned
             if pinned:
-                conn.execute(f"SAVEPOINT {_CALL}")
+                own(conn, _SAVEPOINT)
             # Read-only tools are held to it by counting changes, not by PRAGMA query_only: a
             # pragma expires every prepared statement of the connection.
             writes_before = conn.total_changes
-            try:
-                value = t.invoke(Db(conn, self.domain.now), args)
-                result = ToolResult(True, orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode(), value)
-                if not t.writes and conn.total_changes != writes_before:
-                    result = ToolResult.error(f"{name} failed: read-only tool tried to write")
-            except ToolError as e:
-                result = ToolResult.error(str(e))
-            except sqlite3.DatabaseError as e:
-                result = ToolResult.error(f"{name} failed: database error: {e}")
-            except Exception as e:
-                result = ToolResult.error(f"{name} failed: {type(e).__name__}: {e}")
-            if not conn.in_transaction and pinned:
+            result = _invoke(t, Db(conn, self.domain.now), args, name)
+            if result.ok and not t.writes and conn.total_changes != writes_before:
+                result = ToolResult.error(f"{name} failed: read-only tool tried to write")
+            if not _usable(conn) and pinned:
                 self._pinned = None
                 _release(self.domain, "tools", conn)  # raises: the episode's state is gone
             if pinned:
                 if not result.ok:
-                    conn.execute(f"ROLLBACK TO {_CALL}")
-                conn.execute(f"RELEASE {_CALL}")
-            elif result.ok and t.writes and conn.in_transaction:  # else _state's release raises
+                    own(conn, _ROLLBACK_CALL)
+                own(conn, _RELEASE_CALL)
+            elif result.ok and t.writes and _usable(conn):  # else _state's release raises
                 self._read_diff(conn)
         return result
 
@@ -334,9 +361,10 @@ class Sandbox:
         done on it reaches the shared seed connections."""
         rows = self._replay if self._pinned is None else \
             compile_replay(touched(self._pinned, self.tables))  # a pinned one's replay is stale
-        conn = _new_connection(self.domain)
+        spare = self.domain.seed_connections.get((os.getpid(), _SPARE))
+        conn = spare.pop() if spare else _new_connection(self.domain)
         try:
-            conn.execute("BEGIN")
+            own(conn, BEGIN)
             for sql, params in rows:
                 conn.executemany(sql, params)
             yield conn
