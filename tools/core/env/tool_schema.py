@@ -22,6 +22,7 @@ import inspect
 import re
 import types
 import typing
+from collections.abc import Callable
 from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
@@ -182,3 +183,60 @@ def check_parameters_schema(name: str, schema: Any, parameters: list[inspect.Par
     if missing:
         raise TypeError(f"tool {name}: parameters {missing} have no default, so schema= must list "
                         'them under "required"')
+
+
+# -- a fast path for argument validation -------------------------------------------------------
+
+_PY_TYPES = {"string": (str,), "number": (int, float), "integer": (int,), "boolean": (bool,),
+             "null": (type(None),)}
+_INERT = {"description", "title", "default", "examples"}  # keywords that never reject a value
+
+
+def fast_accept(schema: dict[str, Any]) -> Callable[[Any], bool] | None:
+    """A plain-Python check that accepts a subset of what `schema` accepts (False: ask jsonschema,
+    which gives the verdict and the message), for the schemas typed signatures produce: an object
+    of scalar properties, optional ones as anyOf with null, string enums, no extra keys. None for
+    any schema using more (the validator is then the only check). Accepting less than JSON Schema
+    does (1.0 as an integer, say) costs only the slow path."""
+    if set(schema) - {"type", "properties", "required", "additionalProperties", *_INERT} \
+            or schema.get("type") != "object" or schema.get("additionalProperties") is not False:
+        return None
+    properties = {}
+    for name, prop in schema.get("properties", {}).items():
+        accept = _value_accept(prop)
+        if accept is None:
+            return None
+        properties[name] = accept
+    required = frozenset(schema.get("required", ()))
+
+    def accept(args: Any) -> bool:
+        if type(args) is not dict or not required <= args.keys():
+            return False
+        for key, value in args.items():
+            check = properties.get(key)
+            if check is None or not check(value):
+                return False
+        return True
+
+    return accept
+
+
+def _value_accept(prop: Any) -> Callable[[Any], bool] | None:
+    if not isinstance(prop, dict):
+        return None
+    if "anyOf" in prop:
+        branches = [_value_accept(b) for b in prop["anyOf"]] if isinstance(prop["anyOf"], list) else [None]
+        if set(prop) - {"anyOf", *_INERT} or None in branches:
+            return None
+        return lambda v: any(branch(v) for branch in branches)
+    kind = prop.get("type")
+    if set(prop) - {"type", "enum", *_INERT} or not isinstance(kind, str) or kind not in _PY_TYPES:
+        return None
+    if "enum" in prop:
+        allowed = prop["enum"]
+        if kind != "string" or not isinstance(allowed, list) or any(type(x) is not str for x in allowed):
+            return None
+        members = frozenset(allowed)
+        return lambda v: type(v) is str and v in members
+    exact = _PY_TYPES[kind]
+    return lambda v: type(v) in exact
