@@ -25,8 +25,6 @@ import typing
 from collections.abc import Callable
 from typing import Any, Literal
 
-from jsonschema import Draft202012Validator
-
 _JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
                                dict: "object", list: "array", type(None): "null"}
 _SECTIONS = "Args|Arguments|Attributes|Returns|Raises|Yields|Examples?"
@@ -154,7 +152,7 @@ def to_python(value: Any, annotation: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         options = [a for a in args if a is not type(None)]
         for option in options:  # the first that the value is valid for, as anyOf would read it
-            if len(options) == 1 or Draft202012Validator(json_schema_of(option)).is_valid(value):
+            if len(options) == 1 or _validator(json_schema_of(option)).is_valid(value):
                 return to_python(value, option)
     return value
 
@@ -162,6 +160,7 @@ def to_python(value: Any, annotation: Any) -> Any:
 def check_parameters_schema(name: str, schema: Any, parameters: list[inspect.Parameter]) -> None:
     """A `schema=` given to @tool: a valid Draft 2020-12 object schema whose properties are the
     function's parameters, requiring those without defaults. Else TypeError naming the tool."""
+    from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
 
     try:
@@ -240,3 +239,9 @@ def _value_accept(prop: Any) -> Callable[[Any], bool] | None:
         return lambda v: type(v) is str and v in members
     exact = _PY_TYPES[kind]
     return lambda v: type(v) in exact
+
+
+def _validator(schema: dict[str, Any]):
+    from jsonschema import Draft202012Validator  # imported when first needed (CLI start time)
+
+    return Draft202012Validator(schema)

@@ -26,10 +26,7 @@ import sqlite3
 import typing
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
+from typing import TYPE_CHECKING, Any
 
 from endstate.core.env.tool_schema import (
     check_parameters_schema,
@@ -40,6 +37,9 @@ from endstate.core.env.tool_schema import (
     to_python,
     with_default,
 )
+
+if TYPE_CHECKING:  # jsonschema is imported when a tool is made: ~65 ms of every CLI start
+    from jsonschema import Draft202012Validator
 
 
 class ToolError(Exception):
@@ -110,6 +110,8 @@ class Tool:
     def argument_problem(self, args: Any) -> str | None:
         if (self._accept is not None and self._accept(args)) or self._validator.is_valid(args):
             return None
+        from jsonschema.exceptions import best_match
+
         error = best_match(self._validator.iter_errors(args))
         where = ".".join(str(p) for p in error.absolute_path)
         return f"{where + ': ' if where else ''}{error.message}"
@@ -135,6 +137,8 @@ def make_tool(fn: Callable[..., Any], writes: bool, schema: dict[str, Any] | Non
         parameters, typed = _parameters_from_hints(fn, params, arg_docs)
     spec = {"type": "function",
             "function": {"name": fn.__name__, "description": description, "parameters": parameters}}
+    from jsonschema import Draft202012Validator
+
     return Tool(fn.__name__, fn, writes, spec, Draft202012Validator(parameters), typed)
 
 
