@@ -176,7 +176,7 @@ def cli(attempts, opts: BucketOptions, skip):
         chosen = records if opts.emit_all else [d for d in records if d["keep"]]
     if opts.holdout is not None:
         chosen = _hold_out(chosen, opts.holdout, opts.holdout_file, opts.seed, tasks)
-    write_jsonl(_emit(chosen, tasks))
+    write_jsonl(_emit(chosen, tasks), streaming=False)
 
     if opts.report:
         click.echo(table(records, rules.bands.names), err=True)
@@ -207,7 +207,7 @@ def _hold_out(chosen: list[dict], fraction: float, path: str, seed: int, tasks) 
     """Write a seeded `fraction` of the chosen tasks to `path`; return the rest."""
     chosen, held = P.holdout_split(chosen, fraction, seed)
     with open(path, "wb") as out:
-        write_jsonl(_emit(held, tasks), out)
+        write_jsonl(_emit(held, tasks), out, streaming=False)
     click.echo(f"bucket: {len(held)} task(s) held out to {path}, {len(chosen)} for training",
                err=True)
     return chosen

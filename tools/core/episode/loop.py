@@ -20,7 +20,8 @@ import msgspec
 
 from endstate.core.agent.backends import AgentBackend
 from endstate.core.env.domain import Domain
-from endstate.core.env.sandbox import Sandbox, SandboxLost
+from endstate.core.env.sandbox import Sandbox
+from endstate.core.env.seats import SandboxLost
 from endstate.core.episode.users import STOP, LLMUser, ScriptedUser
 from endstate.core.errors import EndstateError
 from endstate.core.records.episode import episode_id

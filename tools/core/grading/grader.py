@@ -16,7 +16,8 @@ import msgspec
 from endstate import TASKS_DIR, __version__
 from endstate.core.env.changes import Changes
 from endstate.core.env.domain import Domain, Domains
-from endstate.core.env.sandbox import Sandbox, StepBudget
+from endstate.core.env.sandbox import Sandbox
+from endstate.core.env.seats import StepBudget
 from endstate.core.episode.plan import read_tasks
 from endstate.core.episode.replay import replay
 from endstate.core.errors import EndstateError

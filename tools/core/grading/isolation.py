@@ -170,7 +170,7 @@ def _check(domain: Domain, request: dict[str, Any]) -> dict[str, Any]:
 
 def _prepare(domain: Domain) -> None:
     """The next check's fresh connection, built while the grader does other work."""
-    from endstate.core.env.sandbox import prepare_private
+    from endstate.core.env.seats import prepare_private
 
     try:
         prepare_private(domain)
