@@ -57,10 +57,13 @@ test-numerics: setup ## the floating-point tests (-m numerics) on torch's plain 
 	ATEN_CPU_CAPABILITY=default $(PY) -m pytest -q -n 2 -m numerics
 	OMP_NUM_THREADS=2 $(PY) -m pytest -q -p no:xdist -m numerics
 
-bench: setup ## run the performance benchmarks (they print ratios against in-run baselines)
+BENCH_RESULTS ?= out/bench/results.json
+bench: setup ## run the benchmarks (ratios against in-run baselines), write $(BENCH_RESULTS) and fail on a regression past bench/baseline.json
 	# the baselines some benchmarks compare against (TRL for bench_grpo), on the torch in use
 	$(PIP_INSTALL) $(PY) -e '.[bench]' "torch==$$($(PY) -c 'import torch; print(torch.__version__)')"
-	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	rm -f $(BENCH_RESULTS)
+	@for b in bench/bench_*.py; do echo "== $$b"; ENDSTATE_BENCH_RESULTS=$(BENCH_RESULTS) $(PY) $$b || exit 1; done
+	$(PY) bench/compare.py $(BENCH_RESULTS)
 
 compat: ## the suite on the lowest version of every dependency pyproject allows, in $(COMPAT)
 	test -x $(COMPAT)/bin/python || $(PYTHON) -m venv $(COMPAT)

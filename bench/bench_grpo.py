@@ -16,6 +16,8 @@ import os
 import tempfile
 import time
 
+from results import record
+
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 
@@ -143,6 +145,7 @@ def main() -> None:
         return
     print(f"TRL GRPOTrainer loss: {seconds[1]:.2f} s  {tokens / seconds[1]:,.0f} tokens/s  (loss {losses[1]:+.5f})")
     print(f"ratio endstate/TRL tokens/s: {seconds[1] / seconds[0]:.2f}x")
+    record("grpo.update_x_trl", seconds[1] / seconds[0], "x", better="higher")
 
 
 if __name__ == "__main__":

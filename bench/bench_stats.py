@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import orjson
+from results import record
 
 BIN = Path(sys.executable).parent
 DOMAINS = ("retail", "travel", "support", "bank")
@@ -91,6 +92,11 @@ def main() -> None:
     for name, s in best.items():
         vs_jq = f"{jq_s / s:8.1f}" if jq_s else f"{'-':>8}"
         print(f"{name:<36} {s:8.2f} {s / parse:8.2f} {vs_jq}")
+    for name, figure in (("bucket", "stats.bucket_x_parse"),
+                         ("bucket --procs 1", "stats.bucket_procs1_x_parse"),
+                         ("evalstats --by domain", "stats.evalstats_x_parse"),
+                         ("evalstats --by domain --procs 1", "stats.evalstats_procs1_x_parse")):
+        record(figure, best[name] / parse, "x", better="lower")
     print(f"targets: tool <= 1.50 x parse, jq / tool >= 4.0  (default --procs = {len(_cpus())} "
           "CPUs; --procs 1 shown for the single-process figure)")
 

@@ -59,8 +59,7 @@ if [ ! -s "$pool" ]; then
 fi
 
 stage "grpo: $STEPS steps on $(wc -l < "$pool") pooled tasks, groups of $GROUP"
-resume=()
-[ -d "$OUT/grpo/checkpoints" ] && resume=(--resume)
+read -ra resume <<< "$(scripts/grpo_resume.sh "$OUT/grpo")"
 $BIN/grpo train --pool "$pool" --model embedded --out "$OUT/grpo" --steps "$STEPS" \
   --batch-tasks 2 --group-size "$GROUP" --max-rounds 1 --micro-batch 1 --lr 1e-5 --save-freq "$STEPS" \
   --max-new-tokens 64 --max-turns 4 --temperature 0.7 --plot "$OUT/training.png" "${resume[@]}"

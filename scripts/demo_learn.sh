@@ -75,8 +75,7 @@ cat "$OUT/bench_base.jsonl" "$OUT/ood_base.jsonl" > "$OUT/transfer_base.jsonl"
 for seed in $SEEDS; do
   run="$OUT/seed-$seed"
   stage "seed $seed: grpo, $STEPS steps of $BATCH tasks x $GROUP rollouts, lr $LR"
-  resume=()
-  [ -d "$run/grpo/checkpoints" ] && resume=(--resume)
+  read -ra resume <<< "$(scripts/grpo_resume.sh "$run/grpo")"
   $BIN/grpo train --pool "$OUT/train.jsonl" --model embedded --out "$run/grpo" --steps "$STEPS" \
     --batch-tasks "$BATCH" --group-size "$GROUP" --max-rounds 2 --micro-batch 1 --lr "$LR" \
     --save-freq "$STEPS" --seed "$seed" "${EPISODE[@]}" --plot "$run/training.png" "${resume[@]}"

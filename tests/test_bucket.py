@@ -212,7 +212,7 @@ def test_cli_prior_edges_bands_keep(files):
     (["--edges", "x"], "Invalid value for '--edges': 'x' is not a comma-separated list of numbers"),
     (["--keep", "hard,nope"], ("Invalid value for '--keep': no band named nope; bands: "
                                "too_hard,hard,medium,easy,too_easy")),
-    (["--prior", "0,1"], "Invalid value for '--prior': both numbers must be > 0, e.g. 0.5,0.5"),
+    (["--prior", "0,1"], "Invalid value for '--prior': both numbers must be > 0 and at most 10000, e.g. 0.5,0.5"),
     (["--prior", "1"], "Invalid value for '--prior': expected 2 numbers separated by a comma, got '1'"),
     (["--holdout", "0.2"], "--holdout and --holdout-file go together"),
     (["--uncertain", "0.6", "--all"], "--uncertain selects tasks to probe again; it does not combine"),

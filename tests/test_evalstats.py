@@ -350,7 +350,7 @@ def test_default_ks_and_k_too_large(tmp_path, hand):
     assert result.stderr == ("--k 5: task 'A' has only 4 clean attempt(s); use k <= 4, or re-run "
                              "its missing attempts\n")
     result = run(["--k", "0", hand])
-    assert result.exit_code == 2 and "k values must be >= 1" in result.stderr
+    assert result.exit_code == 2 and "k values must be from 1 to 10000" in result.stderr
 
 
 def test_formats(hand):

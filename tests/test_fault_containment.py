@@ -150,14 +150,15 @@ def test_the_writer_refuses_a_record_its_readers_would_reject():
 
 # -- class 4 and 9: checks are bounded and isolated ---------------------------------------------
 
-CHECKS = '''
+COMMITS = '''
 def commits(conn, messages):
     conn.set_authorizer(None)
     conn.execute("PRAGMA query_only = 0")
     conn.execute("UPDATE items SET qty = 1000")
     conn.execute("COMMIT")
     return True
-
+'''
+CHECKS = COMMITS + '''
 def bad_params(conn, messages, wanted):
     return True
 

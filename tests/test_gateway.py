@@ -300,7 +300,7 @@ def test_an_episode_that_cannot_be_written_is_not_answered_as_ended(tmp_path, ta
     assert "File too large" in gateway.stderr() and "Traceback" not in gateway.stderr()
 
 @pytest.mark.parametrize("flags, message", [
-    (["--http", "8765"], "--http 8765: give HOST:PORT, e.g. 127.0.0.1:8765"),  # not every interface
+    (["--http", "8765"], "'8765': give HOST:PORT with a port from 0 to 65535"),  # not every interface
     (["--http", ":8765"], "or 0.0.0.0:8765 (every interface)"),
     (["--http", "127.0.0.1:0", "--session-timeout", "nan"], "nan is not a finite number"),
     (["--http", "127.0.0.1:0", "--timeout", "inf"], "inf is not a finite number"),

@@ -279,11 +279,16 @@ def dry_run_refusing(tmp_path, line: str):
 
 
 @pytest.mark.parametrize("line, expected", [
-    ("temperature: -3", "temperature: -3.0 is not in the range x>=0"),
+    ("temperature: -3", "temperature: -3.0 is not in the range 0<=x<=100"),
     ("top_p: 7", "top_p: 7.0 is not in the range 0<x<=1"),
     ("top_p: .nan", "top_p: nan is not a finite number"),
-    ("max_new_tokens: 0", "max_new_tokens: 0 is not in the range x>=1"),
-    ("lr: -1.0e-5", "lr -1e-05: a learning rate is a positive number"),
+    ("max_new_tokens: 0", "max_new_tokens: 0 is not in the range 1<=x<=1048576"),
+    ("lr: -1.0e-5", "lr: -1e-05 is not in the range 0<x<=1"),
+    ("group_size: 1000000000000000000000000000000", "group_size: 1000000000000000000000000000000 "
+     "is not in the range 1<=x<=10000"),
+    ("clip_low: 5", "clip_low: 5.0 is not in the range 0<=x<=1"),
+    ("keep: [nosuchband]", "keep: no band named nosuchband"),
+    ("top_k: 1180591620717411303424", "top_k: 1180591620717411303424 is not in the range"),
 ])
 def test_yaml_values_meet_the_ranges_of_their_flags(tmp_path, line, expected):
     _, output = dry_run_refusing(tmp_path, line)
@@ -348,8 +353,9 @@ def test_a_pool_with_benchmark_tasks_is_refused_naming_them(tmp_path):
 
 
 @pytest.mark.parametrize("flags, message", [
-    ({"rollout_is": "tokens"}, "rollout_is 'tokens'"), ({"rollout_is_cap": 0.5}, "at least 1"),
-    ({"dual_clip": 1.0}, "above 1"), ({"log_ratio_clamp": 0.0}, "positive"),
+    ({"rollout_is": "tokens"}, "rollout_is 'tokens'"),
+    ({"rollout_is_cap": 0.5}, r"rollout_is_cap: 0.5 is not in the range 1<=x"),
+    ({"dual_clip": 1.0}, "above 1"), ({"log_ratio_clamp": 0.0}, r"log_ratio_clamp: 0.0 is not in the range 0<x"),
 ])
 def test_off_policy_settings_are_checked(flags, message):
     from endstate.core.errors import EndstateError

@@ -194,4 +194,4 @@ def test_a_model_config_the_plan_cannot_read_is_a_usage_error(tmp_path, config, 
 def test_a_memory_limit_that_is_not_a_positive_number_is_a_usage_error(tmp_path, value):
     result = dry_run(tmp_path, "--model-config", "qwen3-8b", "--gpu-memory", value)
     assert result.exit_code == 2, result.output  # nan and inf were exit 70 (int(nan × GiB))
-    assert "gpu_memory must be a positive number of GB" in result.output
+    assert "Invalid value for '--gpu-memory'" in result.output

@@ -1,6 +1,7 @@
 """The sandbox: a fresh state per episode (its diff, replayed on shared seed connections), init on top of the seed, tools that cannot escape,
 and a diff that rebuilds the terminal state."""
 
+import os
 import sqlite3
 import textwrap
 
@@ -9,6 +10,7 @@ import pytest
 from conftest import run_tool
 
 from endstate.core.env import sandbox as sandbox_module
+from endstate.core.env import seats
 from endstate.core.env.changes import diff, touched, upsert
 from endstate.core.env.domain import Domains, content_digest, shadow
 from endstate.core.env.sandbox import Sandbox
@@ -304,7 +306,9 @@ def run_in_order(domain, task, digest: bool):
 def test_replaying_the_diff_gives_what_running_the_calls_in_order_gives(pinned, monkeypatch):
     """Every gold trajectory of every built-in task: each observation byte for byte and the diff,
     as on a private database that ran the calls in order; every 32nd task also row for row, and
-    rebuilt from its diff the way grade does."""
+    rebuilt from its diff the way grade does. One seat per domain and another sandbox taking it
+    after every call: each call replays the diff, or (pinned) the seat stays."""
+    monkeypatch.setattr(seats, "SEATS", 1)
     if pinned:
         monkeypatch.setattr(sandbox_module, "PIN_ROWS", 0)  # every sandbox pins at its first write
     domains = Domains()
@@ -318,9 +322,14 @@ def test_replaying_the_diff_gives_what_running_the_calls_in_order_gives(pinned, 
             for step in (s for s in task["gold"] if "tool" in s):
                 result = s.call(step["tool"], step["args"])
                 seen.append(result.content if result.ok else orjson.loads(result.content)["error"])
+                with Sandbox(domain).read_only():  # takes the seat unless it is pinned
+                    pass
+            if pinned and expected_changes:  # kept its seat through every other sandbox's turn
+                assert s.seat is not None, task["id"]
+            if not pinned:  # its seat was taken after each call: each call replayed the diff
+                assert s.seat is None, task["id"]
             assert seen == expected, task["id"]
             assert s.changes() == expected_changes, task["id"]
-            assert (s._pinned is not None) == (pinned and bool(expected_changes)), task["id"]
             if full:
                 with s.read_only() as conn:
                     assert content_digest(conn, domain.tables) == terminal, task["id"]
@@ -343,28 +352,46 @@ def test_sandboxes_of_one_task_interleave_without_seeing_each_other(shop):
     assert set(a.changes()["items"]) == {"updated", "inserted"} and set(b.changes()["items"]) == {"updated"}
 
 
-def test_a_tool_cannot_commit_and_one_that_rolls_back_stops_the_run(shop):
-    """Seed connections are shared: a COMMIT would write the seed under every later episode."""
+def test_a_tool_cannot_end_the_transaction(shop):
+    """Seed connections are shared: a COMMIT would write the seed under every later episode, a
+    ROLLBACK lose the episode's state (tests/test_check_isolation.py has every statement)."""
     s = Sandbox(shop)
     assert s.call("set_qty", {"item_id": "I1", "qty": 0}).ok
-    for sql in ("COMMIT", "END"):
+    for sql in ("COMMIT", "END", "ROLLBACK"):
         result = s.call("escape", {"sql": sql})
         assert not result.ok and "not authorized" in result.content
-    with pytest.raises(EndstateError, match="tools must not control transactions"):
-        s.call("escape", {"sql": "ROLLBACK"})
+    assert query(s, "value", "SELECT qty FROM items WHERE id = 'I1'") == 0
     assert query(Sandbox(shop), "value", "SELECT qty FROM items WHERE id = 'I1'") == shop_seed_qty(shop, "I1")
 
 
-def test_a_large_diff_pins_its_connection_until_closed(shop, monkeypatch):
+def test_a_large_diff_pins_its_seat_until_closed(shop, monkeypatch):
+    monkeypatch.setattr(seats, "SEATS", 1)
     monkeypatch.setattr(sandbox_module, "PIN_ROWS", 2)
     with Sandbox(shop) as s:
         for i in range(4):
             assert s.call("add_item", {"item_id": f"N{i}", "name": "n"}).ok
-        assert s._pinned is not None
-        assert [e["key"]["id"] for e in s.changes()["items"]["inserted"]] == ["N0", "N1", "N2", "N3"]
+        seat = s.seat
         assert "no item N0" in Sandbox(shop).call("get_item", {"item_id": "N0"}).content
-    assert s._pinned is None
+        assert s.pinned and s.seat is seat  # the other sandbox got a seat of its own
+        assert [e["key"]["id"] for e in s.changes()["items"]["inserted"]] == ["N0", "N1", "N2", "N3"]
+    assert not s.pinned and seat.holder() is None
     assert "no item N0" in Sandbox(shop).call("get_item", {"item_id": "N0"}).content
+
+
+def test_sandboxes_past_the_seats_take_turns_and_keep_their_state(shop, monkeypatch):
+    """More episodes in flight than seats: each call may find its seat taken and replay its diff;
+    the seats stay at SEATS and every episode sees only its own writes."""
+    monkeypatch.setattr(seats, "SEATS", 2)
+    boxes = [Sandbox(shop) for _ in range(7)]
+    for round_ in range(3):
+        for i, box in enumerate(boxes):
+            assert box.call("set_qty", {"item_id": "I1", "qty": 100 * i + round_}).ok
+            assert box.call("add_item", {"item_id": f"B{i}R{round_}", "name": "b"}).ok
+    for i, box in enumerate(boxes):
+        assert query(box, "value", "SELECT qty FROM items WHERE id = 'I1'") == 100 * i + 2
+        assert sorted(e["key"]["id"] for e in box.changes()["items"]["inserted"]) == \
+            [f"B{i}R{r}" for r in range(3)]
+    assert len(shop.seed_connections[(os.getpid(), "seats")]) == 2
 
 
 def test_a_schema_with_its_own_triggers_is_refused(tmp_path):

@@ -183,3 +183,13 @@ def test_a_server_slow_to_answer_the_checks_is_a_warning_after_the_check_limit(e
     assert f"GET {ep.base_url}/models: TimeoutError: no answer within 0.2 s" in warned
     assert "/tokenize: TimeoutError: no answer within 0.2 s" in warned
     assert "the tokenizer check could not run" in warned
+
+
+@pytest.mark.parametrize("length", ["8192", 8192.5, None, True])
+def test_a_served_length_that_is_no_integer_is_a_warning_not_a_silent_skip(embedded_dir, capsys, length):
+    """Before: a max_model_len that was no integer skipped the --max-context check, saying nothing."""
+    with FakeEndpoint(tokenizer=embedded_dir, served=["double"], max_model_len=length) as ep:
+        check(ep.base_url, "double", 4096, embedded_dir)
+    said = capsys.readouterr().err
+    assert (f"gives max_model_len {length!r}, not a positive integer: --max-context 4096 was not "
+            "checked" in said) == (length is not None), said

@@ -390,3 +390,41 @@ def test_a_raw_schema_override_is_checked_when_the_tool_is_declared():
     ]:
         with pytest.raises(TypeError, match=error):
             tool(schema=schema)(airport)
+
+
+def _mutations(args: dict) -> list:
+    """Arguments near a valid call: each value swapped for other JSON types, keys dropped and added."""
+    out = [None, [], "x", [args]]
+    for key, value in args.items():
+        for other in (None, True, 0, 1.0, 1.5, "", "ZZZ-no-such", [value], {"v": value}, float("nan")):
+            out.append({**args, key: other})
+        out.append({k: v for k, v in args.items() if k != key})
+    out.append({**args, "unexpected": 1})
+    return out
+
+
+def test_the_fast_argument_check_never_accepts_what_the_schema_rejects():
+    """tool_schema.fast_accept: every built-in tool's gold arguments and a few hundred near misses;
+    whatever the fast path accepts, jsonschema accepts, and it takes the gold calls of the tools
+    it covers (else it would only cost)."""
+    from endstate.core.grading.grader import TaskIndex
+
+    domains = Domains()
+    gold: dict[tuple[str, str], list] = {}
+    for task in TaskIndex(domains):
+        for step in task["gold"]:
+            if "tool" in step:
+                gold.setdefault((task["domain"], step["tool"]), []).append(step["args"])
+    covered = checked = 0
+    for (domain, name), calls in sorted(gold.items()):
+        t = domains[domain].tools[name]
+        if t._accept is None:
+            continue
+        covered += 1
+        for args in calls[:20]:
+            for candidate in [args, *_mutations(args)]:
+                checked += 1
+                if t._accept(candidate):
+                    assert t._validator.is_valid(candidate), (domain, name, candidate)
+            assert t._accept(args) == t._validator.is_valid(args), (domain, name, args)
+    assert covered >= 40 and checked > 10_000, (covered, checked)

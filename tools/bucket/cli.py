@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass
 
@@ -10,6 +11,7 @@ import click
 from endstate.bucket import pool as P
 from endstate.bucket.report import plot as plot_histogram
 from endstate.bucket.report import plot_posteriors, table
+from endstate.core.cli import ranges
 from endstate.core.cli.command import bundled, common_options, run, tool_command
 from endstate.core.episode.plan import load_tasks, refuse_held_out
 from endstate.core.records.jsonl import SkipLog, read_jsonl, write_jsonl
@@ -26,10 +28,15 @@ def _floats(count: int | None):
             numbers = tuple(float(x) for x in value.split(","))
         except ValueError:
             raise click.BadParameter(f"{value!r} is not a comma-separated list of numbers") from None
+        if not all(math.isfinite(x) for x in numbers):  # nan passes every comparison after this
+            raise click.BadParameter(f"{value!r}: every number must be finite")
         if count is not None and len(numbers) != count:
             raise click.BadParameter(f"expected {count} numbers separated by a comma, got {value!r}")
         return numbers
     return parse
+
+
+MAX_PRIOR = 1e4  # pseudo-counts of the Beta prior
 
 
 def _names(ctx, param, value):
@@ -89,18 +96,18 @@ class BucketOptions:
               "[default: too_hard,hard,medium,easy,too_easy]")
 @click.option("--keep", default="hard,medium,easy", show_default=True, callback=_names,
               help="Bands that go into the pool.")
-@click.option("--min-clean-runs", type=click.IntRange(0), default=4, show_default=True,
+@click.option("--min-clean-runs", type=ranges.count(0, ranges.MAX_REPEATS), default=4, show_default=True,
               help="Fewer clean runs than this: not kept (reason insufficient_runs).")
 @click.option("--reference", "reference_files", multiple=True,
               type=click.Path(dir_okay=False, allow_dash=True),
               help="Attempts of a stronger reference model; tasks it never solved are not kept "
               "(reason unsolved_by_reference). Repeatable.")
-@click.option("--reference-min-successes", type=click.IntRange(0), default=1, show_default=True,
+@click.option("--reference-min-successes", type=ranges.count(0, ranges.MAX_REPEATS), default=1, show_default=True,
               help="Successes the reference needs on a task for it to be kept.")
-@click.option("--holdout", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+@click.option("--holdout", type=ranges.number(0, 1, min_open=True, max_open=True),
               help="Fraction of the kept pool to hold out for validation (needs --holdout-file).")
 @click.option("--holdout-file", type=click.Path(dir_okay=False), help="Where the holdout goes.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the holdout split.")
+@click.option("--seed", type=ranges.SEED, default=0, show_default=True, help="Seed of the holdout split.")
 @click.option("--exclude", "exclude_files", multiple=True, type=click.Path(dir_okay=False),
               help="Benchmark task files: candidates with the same id or the same content "
               "fingerprint are not kept (reason benchmark_overlap). Repeatable.")
@@ -111,23 +118,23 @@ class BucketOptions:
 @click.option("--allow-bench", is_flag=True,
               help="Let --tasks hold tasks of a held-out split (bench, ood); refused otherwise, "
               "naming them.")
-@click.option("--uncertain", type=click.FloatRange(0.5, 1, min_open=True, max_open=True),
+@click.option("--uncertain", type=ranges.number(0.5, 1, min_open=True, max_open=True),
               metavar="P", help="Emit only tasks whose keep/drop decision is open: P(kept bands) "
               "strictly between 1-P and P, or too few clean runs (the ones more probes can "
               "settle).")
-@click.option("--keep-if", type=click.FloatRange(0, 1, min_open=True), metavar="Q",
+@click.option("--keep-if", type=ranges.number(0, 1, min_open=True), metavar="Q",
               help="Keep a task when P(kept bands) >= Q, instead of when its most likely band "
               "is kept.")
 @click.option("--duplicates", type=click.Choice(MODES), default="error", show_default=True,
               help="Two clean attempt records with one (task_id, attempt): an input error, or "
               "keep the first or the last read.")
 @click.option("--report", is_flag=True, help="Print a band histogram on stderr.")
-@click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False), callback=ranges.png,
               help="Save the band histogram as a PNG.")
-@click.option("--posteriors", "posteriors_file", type=click.Path(dir_okay=False),
+@click.option("--posteriors", "posteriors_file", type=click.Path(dir_okay=False), callback=ranges.png,
               metavar="FILE.png", help="Save each task's posterior density, coloured by its band "
               "with the band edges drawn, as a PNG.")
-@click.option("--procs", "workers", type=click.IntRange(1),
+@click.option("--procs", "workers", type=ranges.PROCS,
               help="Processes that read big attempt files.  [default: the CPU count]")
 @common_options(skip_invalid=True)
 @bundled("opts", BucketOptions)
@@ -169,7 +176,7 @@ def cli(attempts, opts: BucketOptions, skip):
         chosen = records if opts.emit_all else [d for d in records if d["keep"]]
     if opts.holdout is not None:
         chosen = _hold_out(chosen, opts.holdout, opts.holdout_file, opts.seed, tasks)
-    write_jsonl(_emit(chosen, tasks))
+    write_jsonl(_emit(chosen, tasks), streaming=False)
 
     if opts.report:
         click.echo(table(records, rules.bands.names), err=True)
@@ -181,8 +188,9 @@ def cli(attempts, opts: BucketOptions, skip):
 
 def _bands(prior: tuple[float, float], edges, band_names, keep) -> Bands:
     """The bands --edges and --bands describe, after checking --prior and --keep against them."""
-    if prior[0] <= 0 or prior[1] <= 0:
-        raise click.BadParameter("both numbers must be > 0, e.g. 0.5,0.5", param_hint="'--prior'")
+    if not all(0 < x <= MAX_PRIOR for x in prior):  # Beta(1e308, ·) has no quantiles to find
+        raise click.BadParameter(f"both numbers must be > 0 and at most {MAX_PRIOR:g}, e.g. 0.5,0.5",
+                                 param_hint="'--prior'")
     try:
         bands = Bands(edges, band_names) if band_names else (
             Bands(edges) if len(edges) == 4 else Bands(edges, ()))
@@ -199,7 +207,7 @@ def _hold_out(chosen: list[dict], fraction: float, path: str, seed: int, tasks) 
     """Write a seeded `fraction` of the chosen tasks to `path`; return the rest."""
     chosen, held = P.holdout_split(chosen, fraction, seed)
     with open(path, "wb") as out:
-        write_jsonl(_emit(held, tasks), out)
+        write_jsonl(_emit(held, tasks), out, streaming=False)
     click.echo(f"bucket: {len(held)} task(s) held out to {path}, {len(chosen)} for training",
                err=True)
     return chosen

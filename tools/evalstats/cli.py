@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import click
 
+from endstate.core.cli import ranges
 from endstate.core.cli.command import bundled, run, tool_group
 from endstate.core.errors import EndstateError, ExitCode
 from endstate.evalstats import coverage as C
@@ -74,7 +75,7 @@ def cli():
 
 @cli.command()
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--by", "by_fields", multiple=True, metavar="FIELD",
+@click.option("--by", "by_fields", multiple=True, metavar="FIELD", callback=ranges.field_names,
               help="Also report per value of this field, as by_FIELD (repeatable; `policy`: "
               "model and prompting). Two: each group of the first also holds by_SECOND, and "
               "the table is first × second.")
@@ -85,7 +86,7 @@ def cli():
 @price_option
 @click.option("--expect-tasks", type=click.Path(dir_okay=False, allow_dash=True),
               help="Task records whose every key must be present (coverage gate).")
-@click.option("--expect-repeats", type=click.IntRange(1), help="Attempts 0..N-1 expected per task.")
+@click.option("--expect-repeats", type=ranges.REPEATS, help="Attempts 0..N-1 expected per task.")
 @click.option("--allow-incomplete", is_flag=True,
               help="Report even when the coverage gate fails (exit 0; the listing still goes to "
               "stderr).")
@@ -167,7 +168,7 @@ def _gate(tally: T.Tally, expected: list[str], repeats: int, allow_incomplete: b
 @cli.command()
 @click.argument("base", type=click.Path(dir_okay=False, allow_dash=True))
 @click.argument("new", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--by", "by_fields", multiple=True, metavar="FIELD",
+@click.option("--by", "by_fields", multiple=True, metavar="FIELD", callback=ranges.field_names,
               help="Also compare per value of this field, as by_FIELD (repeatable).")
 @click.option("--k", "ks", callback=parse_ks, metavar="K",
               help="k of pass@k (one k: a paired comparison is at one k).  [default: the largest "

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from endstate.core.cli import ranges
 from endstate.core.cli.command import bundled, common_options
 from endstate.core.console import stdio
 from endstate.core.errors import EndstateError, ExitCode
@@ -35,7 +36,7 @@ graded_option = click.option(
     "--graded", "graded_files", multiple=True, type=click.Path(dir_okay=False, allow_dash=True),
     help="Graded episodes of these attempts (probe --episodes, or rollout | grade): the checks "
     "that failed come from here (repeatable). Attempts carry no checks.")
-top_option = click.option("--top", type=click.IntRange(1), default=3, show_default=True,
+top_option = click.option("--top", type=ranges.count(1, 1000), default=3, show_default=True,
                           help="Checks listed per task: those that failed most.")
 
 

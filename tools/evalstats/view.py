@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import click
 
+from endstate.core.cli import ranges
 from endstate.core.cli.command import bundled, common_options, parse_prices
 from endstate.core.console import stdio
 from endstate.core.errors import EndstateError, ExitCode, InputError
@@ -27,15 +28,15 @@ def parse_ks(ctx, param, value):
         ks = sorted({int(x) for x in value.split(",")})
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a comma-separated list of integers") from None
-    if ks[0] < 1:
-        raise click.BadParameter("k values must be >= 1, e.g. 1,5,20")
+    if ks[0] < 1 or ks[-1] > ranges.MAX_REPEATS:
+        raise click.BadParameter(f"k values must be from 1 to {ranges.MAX_REPEATS}, e.g. 1,5,20")
     return ks
 
 
 format_option = click.option("--format", "fmt", type=click.Choice(["json", "table", "markdown"]),
                              default="json", show_default=True,
                              help="json: one object (jq-friendly); table or markdown: for people.")
-workers_option = click.option("--procs", "workers", type=click.IntRange(1),
+workers_option = click.option("--procs", "workers", type=ranges.PROCS,
                               help="Processes that read big files.  [default: the CPU count]")
 task_file_option = click.option(
     "--tasks", "tasks_file", type=click.Path(dir_okay=False, allow_dash=True),
@@ -56,7 +57,7 @@ price_option = click.option(
 
 
 cluster_option = click.option(
-    "--cluster", metavar="FIELD",
+    "--cluster", metavar="FIELD", callback=ranges.field_names,
     help="Cluster-robust (CR1) standard errors over the values of this task field "
     "(population estimand).")
 
@@ -89,7 +90,8 @@ def reading_and_output_options(plot_help: str):
     compare."""
     def decorate(fn):
         fn = reading_options(bundled("output", Output)(fn))
-        plot = click.option("--plot", "plot_file", type=click.Path(dir_okay=False), help=plot_help)
+        plot = click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
+                            callback=ranges.png, help=plot_help)
         return format_option(plot(fn))
 
     return decorate

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import click
 
+from endstate.core.cli import ranges
 from endstate.core.cli.command import (
     bundled,
     common_options,
@@ -58,6 +59,7 @@ def score(episodes, task_files, domains, judge, skip):
     tasks = TaskIndex(domains, task_files)
     grader = Grader(domains, judge)
     counts = {0: 0, 1: 0, None: 0}
+    problems: dict[str, str | None] = {}  # per task: why it cannot be graded here
 
     def graded():
         for loc, episode in read_jsonl(list(episodes), "episode", skip=skip):
@@ -66,6 +68,11 @@ def score(episodes, task_files, domains, judge, skip):
                 where = " or ".join(task_files) if task_files else "the built-in suites"
                 fail(loc, f"unknown task id {episode['task_id']!r} (not in {where}); "
                      "pass --tasks FILE that defines it", skip)
+                continue
+            if task["id"] not in problems:  # a judge check and no judge: before grading, as probe
+                problems[task["id"]] = grader.task_problem(task)
+            if problems[task["id"]]:
+                fail(loc, f"task {task['id']} ({tasks.where[task['id']]}) {problems[task['id']]}", skip)
                 continue
             try:
                 result = grader.grade(episode, task)
@@ -195,7 +202,7 @@ class StateOf:
 @cli.command()
 @click.argument("episodes", nargs=-1, type=click.Path(allow_dash=True))
 @click.option("--task", "task_id", help="The episode's task id (with --gold or --initial: the task).")
-@click.option("--attempt", type=click.IntRange(0), help="The episode's attempt number.")
+@click.option("--attempt", type=ranges.count(0), help="The episode's attempt number.")
 @click.option("--episode-id", help="The episode's episode_id, when --task and --attempt match several.")
 @click.option("--gold", is_flag=True, help="The end state of the task's gold calls instead.")
 @click.option("--initial", is_flag=True, help="Seed + the task's init instead, before any call.")

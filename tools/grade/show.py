@@ -27,6 +27,7 @@ from typing import Any
 import click
 import orjson
 
+from endstate.core.cli import ranges
 from endstate.core.cli.command import common_options
 from endstate.core.console import stdio
 from endstate.core.env.changes import Changes
@@ -232,7 +233,7 @@ def checked(records: Iterator[tuple[Loc, dict[str, Any]]], skip: SkipLog | None)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True,
               help="terminal: coloured on a terminal, plain text in a pipe; markdown; html: one "
                    "self-contained page.")
-@click.option("--max-chars", type=click.IntRange(min=0), default=800, show_default=True,
+@click.option("--max-chars", type=ranges.count(0, 10**9), default=800, show_default=True,
               help="Cut each message, call and result after this many characters (0: never).")
 @click.option("--tasks", "task_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="Task definitions (JSONL, repeatable), to place failed table checks at the call "

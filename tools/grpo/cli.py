@@ -14,7 +14,14 @@ from endstate.core.cli.command import common_options, run, tool_group
 from endstate.core.console import stdio
 from endstate.core.errors import EndstateError
 from endstate.grpo.algorithm import LOSS_AGGREGATIONS
-from endstate.grpo.config import REPORT_TO, ROLLOUT_ENGINES, TrainConfig, launch_command, resolve
+from endstate.grpo.config import (
+    RANGES,
+    REPORT_TO,
+    ROLLOUT_ENGINES,
+    TrainConfig,
+    launch_command,
+    resolve,
+)
 from endstate.grpo.correction import IS_LEVELS
 
 HELP = {
@@ -85,16 +92,15 @@ HELP = {
 }
 FLAG_TYPES = {"user": click.Choice(("scripted", "llm")),
               "report_to": click.Choice((*REPORT_TO, "none")),
-              "eval_every": click.IntRange(min=0), "eval_repeats": click.IntRange(min=1),
-              "timeout": flags.FiniteFloatRange(min=0, min_open=True), "retries": click.IntRange(min=1),
               "loss_agg": LOSS_AGGREGATIONS.choice(), "rollout_engine": click.Choice(ROLLOUT_ENGINES),
               "rollout_is": click.Choice(("auto", *IS_LEVELS)),
               "device": click.Choice(("cpu", "cuda")),
-              "domains": click.Path(file_okay=False, exists=True)}
+              "domains": click.Path(file_okay=False, exists=True),
+              "plot": click.Path(dir_okay=False)}
 
 
 config_options = flags.options(TrainConfig, {**flags.HELP, **HELP},
-                               {**flags.FLAG_TYPES, **FLAG_TYPES}, layered=True)
+                               {**flags.FLAG_TYPES, **RANGES, **FLAG_TYPES}, layered=True)
 
 
 @tool_group()

@@ -13,13 +13,43 @@ from typing import Any
 import click
 
 from endstate.core.cli.options import FLAG_TYPES
+from endstate.core.cli.ranges import (
+    REPEATS,
+    RETRIES,
+    SECONDS,
+    SEED,
+    URL,
+    EndpointURL,
+    count,
+    number,
+)
 from endstate.core.episode.settings import EpisodeSettings
 from endstate.core.errors import EndstateError
+from endstate.core.stats.bands import DEFAULT_NAMES
 from endstate.grpo.algorithm import LOSS_AGGREGATIONS
 from endstate.grpo.correction import IS_LEVELS
 
 ROLLOUT_ENGINES = ("local", "vllm")
 REPORT_TO = ("tensorboard", "wandb")
+# The declared range of every number of grpo's own (the episode settings' are core.cli.options
+# FLAG_TYPES): the flags' click types, and what a YAML value is checked against. A key added here
+# without a range would be a plain INT or FLOAT flag: tests/test_flag_ranges.py names it.
+RANGES: dict[str, click.ParamType] = {
+    "steps": count(1, 10**6), "batch_tasks": count(1, 10**5), "group_size": count(1, 10**4),
+    "adv_eps": number(0, 1), "clip_low": number(0, 1), "clip_high": number(0, 10),
+    "kl_coef": number(0, 100), "rollout_is_cap": number(1, 1e6), "dual_clip": number(0, 1e6),
+    "log_ratio_clamp": number(0, 80, min_open=True),  # exp(88) overflows fp32
+    "max_rounds": count(1, 1000), "max_regenerations": count(0, 1000),
+    "lr": number(0, 1, min_open=True), "weight_decay": number(0, 10), "grad_clip": number(0, 1e6),
+    "micro_batch": count(1, 2**16), "logits_chunk": count(1, 2**24),
+    "vllm_gpu_memory": number(0, 1, min_open=True), "vllm_max_batched_tokens": count(1, 2**24),
+    "seed": SEED, "save_freq": count(1, 10**6), "nodes": count(1, 10**5),
+    "gpus_per_node": count(1, 1024), "gpu_memory": number(0, 1e6, min_open=True),
+    "host_memory": number(0, 1e6, min_open=True),
+    "eval_every": count(0, 10**6), "eval_repeats": REPEATS, "timeout": SECONDS, "retries": RETRIES,
+    # not numbers, checked the same way when read from a flag or the YAML file
+    "user_url": URL, "judge_base_url": URL,
+}
 # Sampling settings the trainer cannot compute its log-probs under: (the value that changes
 # nothing, why). The update's ratio π_θ/π_old is only right when both are the distribution the
 # tokens were drawn from (docs/grpo.md).
@@ -131,6 +161,13 @@ class TrainConfig(EpisodeSettings):
         return self.rollout_is
 
     def validate(self) -> None:
+        self._check_ranges()
+        if self.plot is not None and not self.plot.lower().endswith(".png"):
+            raise EndstateError(f"plot {self.plot!r}: give a file name ending in .png")
+        unknown = [band for band in self.keep if band not in DEFAULT_NAMES]
+        if unknown:
+            raise EndstateError(f"keep: no band named {', '.join(unknown)}; bands: "
+                                f"{','.join(DEFAULT_NAMES)}")
         if not self.pool:
             raise EndstateError("give --pool POOL.jsonl (bucket --tasks output or a task file)")
         if self.loss_agg not in LOSS_AGGREGATIONS:
@@ -139,30 +176,8 @@ class TrainConfig(EpisodeSettings):
             raise EndstateError(f"rollout_engine {self.rollout_engine!r}: choose local or vllm")
         if self.rollout_is not in ("auto", *IS_LEVELS):
             raise EndstateError(f"rollout_is {self.rollout_is!r}: choose auto, {', '.join(IS_LEVELS)}")
-        if self.rollout_is_cap < 1:
-            raise EndstateError(f"rollout_is_cap {self.rollout_is_cap}: a truncation cap is at least 1")
         if self.dual_clip and self.dual_clip <= 1:
             raise EndstateError(f"dual_clip {self.dual_clip}: use a bound above 1 (3 as verl), or 0 for off")
-        if self.log_ratio_clamp <= 0:
-            raise EndstateError("log_ratio_clamp must be positive (20 keeps exp() finite in fp32)")
-        for name, kind in FLAG_TYPES.items():  # a YAML value skips click: the flags' ranges
-            value = getattr(self, name)
-            if value is not None and isinstance(kind, (click.IntRange, click.FloatRange)):
-                try:
-                    kind.convert(value, None, None)
-                except click.BadParameter as e:
-                    raise EndstateError(f"{name}: {e.message}") from None
-        if not 0 < self.lr < float("inf"):  # nan too
-            raise EndstateError(f"lr {self.lr}: a learning rate is a positive number")
-        for name in ("steps", "batch_tasks", "group_size", "max_rounds", "micro_batch", "jobs",
-                     "save_freq", "nodes", "gpus_per_node", "vllm_max_batched_tokens", "logits_chunk"):
-            if getattr(self, name) < 1:
-                raise EndstateError(f"{name} must be at least 1")
-        for name in ("gpu_memory", "host_memory"):
-            if getattr(self, name) is not None and not 0 < getattr(self, name) < float("inf"):  # nan too
-                raise EndstateError(f"{name} must be a positive number of GB (or unset)")
-        if self.top_k is not None and self.top_k < 1:
-            raise EndstateError(f"top_k {self.top_k}: at least 1 (or unset: off)")
         self._validate_user_judge_eval()
         if self.group_size < 2:
             raise EndstateError("group_size must be at least 2: advantages compare rollouts of a task")
@@ -172,6 +187,18 @@ class TrainConfig(EpisodeSettings):
                 f"the data-parallel size {self.world} ({self.nodes} node(s) × {self.gpus_per_node}); "
                 "change --batch-tasks, --group-size or the topology")
 
+    def _check_ranges(self) -> None:
+        """A YAML value skips click: each is held to its flag's range (or URL check) here."""
+        for name, kind in {**FLAG_TYPES, **RANGES}.items():
+            value = getattr(self, name)
+            if value is None or not isinstance(kind, (click.IntRange, click.FloatRange, EndpointURL)):
+                continue
+            for one in value if isinstance(value, list) else [value]:
+                try:
+                    kind.convert(one, None, None)
+                except click.BadParameter as e:
+                    raise EndstateError(f"{name}: {e.message}") from None
+
     def _validate_user_judge_eval(self) -> None:
         if self.user not in ("scripted", "llm"):
             raise EndstateError(f"user {self.user!r}: choose scripted or llm")
@@ -179,8 +206,6 @@ class TrainConfig(EpisodeSettings):
             raise EndstateError("--user llm needs --user-url and --user-model (YAML: user_url, user_model)")
         if bool(self.judge_model) != bool(self.judge_base_url):
             raise EndstateError("a judge needs both --judge-model and --judge-base-url")
-        if self.eval_every < 0 or self.eval_repeats < 1:
-            raise EndstateError("eval_every is 0 or more steps and eval_repeats at least 1")
         unknown = sorted(set(self.report_to) - {*REPORT_TO, "none"})
         if unknown:
             raise EndstateError(f"report_to {unknown}: choose from {', '.join(REPORT_TO)} or none")
@@ -198,9 +223,11 @@ def load_yaml(path: str | None) -> dict[str, Any]:
     import yaml
 
     try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError) as e:
+        data = yaml.safe_load(Path(path).read_bytes().decode()) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise EndstateError(f"{path}: cannot read the config: {e}") from None
+    except RecursionError:
+        raise EndstateError(f"{path}: cannot read the config: nested too deep") from None
     if not isinstance(data, dict):
         raise EndstateError(f"{path}: a grpo config is a mapping of keys to values")
     unknown = sorted(set(data) - set(FIELDS))

@@ -89,10 +89,16 @@ def resolve_ds_config(name_or_path: str) -> Path:
     path = Path(name_or_path)
     if not path.suffix:
         path = CONFIG_DIR / f"{name_or_path}.json"
-    if not path.exists():
-        known = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.json")))
+    known = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.json")))
+    if not path.is_file():
         raise EndstateError(f"DeepSpeed config {name_or_path!r} not found; use one of {known} "
                             "or a path to a JSON file")
+    try:
+        if not isinstance(json.loads(path.read_bytes()), dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError, RecursionError) as e:
+        raise EndstateError(f"DeepSpeed config {path}: not a JSON object ({e}); use one of {known} "
+                            "or a path to a JSON file") from None
     return path
 
 

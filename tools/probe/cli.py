@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from endstate.core.cli import ranges
 from endstate.core.cli.command import (
     common_options,
     judge_options,
@@ -28,7 +29,7 @@ from endstate.core.records.jsonl import checked_line, read_jsonl
 
 @tool_command
 @click.argument("task_files", nargs=-1, type=click.Path(allow_dash=True))
-@click.option("-n", "--repeats", type=click.IntRange(min=1), default=4, show_default=True, help="Attempts per task.")
+@click.option("-n", "--repeats", type=ranges.REPEATS, default=4, show_default=True, help="Attempts per task.")
 @click.option("--episodes", "episodes_file", type=click.Path(dir_okay=False),
               help="Also append the graded episodes to this file.")
 @click.option("--resume", type=click.Path(dir_okay=False),
@@ -52,7 +53,7 @@ def cli(task_files, repeats, episodes_file, resume, cfg, select, judge, domains,
     tasks = runnable_tasks(task_files, domains, skip, grader.task_problem, select=select)
     refuse_unplayable(tasks, cfg.user)
     out = records_out()
-    done = done_keys(resume, out)
+    done = done_keys(resume, out, "attempt")
     episodes_out = episodes_path_writer(episodes_file)
     if episodes_out and resume:
         # Killed between the two writes: the graded episode is there, its attempt is not.

@@ -9,6 +9,7 @@ import orjson
 
 from endstate.core.agent import prompting
 from endstate.core.agent.interpret import parse
+from endstate.core.cli import ranges
 from endstate.core.cli.command import common_options, run, tool_group
 from endstate.core.cli.run_options import run_options
 from endstate.core.console import stdio
@@ -33,7 +34,7 @@ def cli():
 
 @cli.command("run")
 @click.argument("task_files", nargs=-1, type=click.Path(allow_dash=True))
-@click.option("-n", "--repeats", type=click.IntRange(min=1), default=1, show_default=True, help="Attempts per task.")
+@click.option("-n", "--repeats", type=ranges.REPEATS, default=1, show_default=True, help="Attempts per task.")
 @click.option("--resume", type=click.Path(dir_okay=False),
               help="Skip (task_id, attempt) keys already in this episodes file.")
 @run_options
@@ -52,8 +53,8 @@ def run_cmd(task_files, repeats, resume, cfg, select, domains, skip, quiet):
     tasks = runnable_tasks(task_files, domains, skip, select=select)
     refuse_unplayable(tasks, cfg.user)
     out = stdio.records_out()
-    keys = plan(tasks, repeats, done_keys(resume, out))
-    backend = build_backend(cfg)
+    keys = plan(tasks, repeats, done_keys(resume, out, "episode"))
+    backend = build_backend(cfg) if keys else None  # nothing left to run: no model to load
 
     def write(task, episode):
         out.write(checked_line("episode", episode))

@@ -45,7 +45,7 @@ class EpisodeLog:
 
     def written_keys(self) -> set[tuple[str, int]]:
         """(task_id, attempt) keys with a clean episode in the file; a cut last line is removed."""
-        return done_keys(self.path, self.file)
+        return done_keys(self.path, self.file, "episode")
 
     def records(self) -> int:
         """How many lines the file holds (what a gateway without --resume refuses to add to)."""

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import click
 from click.core import ParameterSource
 
+from endstate.core.cli import ranges
 from endstate.core.cli.command import bundled, common_options, parse_prices
-from endstate.core.cli.options import FiniteFloatRange
 from endstate.core.console.progress import Progress, note
 from endstate.core.episode.config import RunConfig, UserMaker, price_of
 from endstate.core.episode.plan import (
@@ -44,8 +44,7 @@ class UserSide:
     prices: dict[str, tuple[float, float]]
 
     def run_config(self) -> RunConfig:
-        urls = [u for v in self.user_urls for u in re.split(r"[,\s]+", v) if u]  # as rollout's --user-url
-        return RunConfig(model=self.model, user=self.user_kind, user_urls=urls,
+        return RunConfig(model=self.model, user=self.user_kind, user_urls=list(self.user_urls),
                          user_model=self.user_model, api_key=self.api_key, timeout=self.timeout,
                          retries=self.retries, prices=self.prices)
 
@@ -68,19 +67,40 @@ def _user_options(fn):
         click.option("--user", "user_kind", type=click.Choice(["scripted", "llm"]), default="scripted",
                      show_default=True, help="Simulated user: the task's script, or an LLM."),
         click.option("--user-url", "user_urls", multiple=True, envvar="ENDSTATE_USER_URLS",
-                     help="--user llm: OpenAI-compatible base URL (repeatable)."),
+                     callback=ranges.urls, help="--user llm: OpenAI-compatible base URL (repeatable)."),
         click.option("--user-model", envvar="ENDSTATE_USER_MODEL", help="--user llm: model name."),
         click.option("--api-key", envvar="OPENAI_API_KEY", default="EMPTY", show_default=False,
                      help="API key for the user's endpoint (env OPENAI_API_KEY)."),
-        click.option("--timeout", type=FiniteFloatRange(min=0, min_open=True), default=60.0,
+        click.option("--timeout", type=ranges.SECONDS, default=60.0,
                      show_default=True, help="Seconds per call of the user's model."),
-        click.option("--retries", type=click.IntRange(min=1), default=4, show_default=True,
+        click.option("--retries", type=ranges.RETRIES, default=4, show_default=True,
                      help="Calls per request in all, with backoff, before system_error."),
         click.option("--price", "prices", multiple=True, callback=parse_prices, metavar="MODEL=IN,OUT",
                      help="MODEL=IN,OUT in USD per million tokens, for the user's cost_usd."),
     ]):
         fn = option(fn)
     return fn
+
+
+def _address(ctx, param, address: str | None) -> str | None:
+    """--http HOST:PORT, the port a number from 0 (any free one) to 65535."""
+    if address is None:
+        return None
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise click.BadParameter(f"{address!r}: give HOST:PORT with a port from 0 to 65535, e.g. "
+                                 "127.0.0.1:8765 (this machine only) or 0.0.0.0:8765 (every "
+                                 "interface)", ctx, param)
+    return address
+
+
+def _token(ctx, param, token: str | None) -> str | None:
+    """A bearer token a client can send as it is: visible ASCII, no spaces (a blank one, or one
+    with spaces around it, was accepted and then matched nothing)."""
+    if token is not None and not re.fullmatch(r"[\x21-\x7e]+", token):
+        raise click.BadParameter("the token must be visible ASCII characters without spaces, e.g. "
+                                 f"export {TOKEN_ENV}=$(openssl rand -hex 16)", ctx, param)
+    return token
 
 
 def _not_stdout(ctx, param, path: str) -> str:
@@ -96,20 +116,22 @@ def _not_stdout(ctx, param, path: str) -> str:
 @click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False),
               callback=_not_stdout,
               help="Append each episode here when its session ends (stdio: stdout is the MCP channel).")
-@click.option("--http", "address", metavar="HOST:PORT",
+@click.option("--http", "address", metavar="HOST:PORT", callback=_address,
               help="Serve MCP over streamable HTTP at http://HOST:PORT/mcp, one (task, attempt) key "
                    "per session [default: one task over stdio].")
-@click.option("-n", "--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("-n", "--repeats", type=ranges.REPEATS, default=1, show_default=True,
               help="--http: attempts per task.")
 @click.option("--resume", is_flag=True, help="--http: continue --out, skipping (task_id, attempt) keys "
                                              "that already have a clean episode there.")
-@click.option("--shard", help="--http: I/N: serve only every N-th task starting at I.")
-@click.option("--token", envvar=TOKEN_ENV, help=f"--http: the bearer token clients must send "
-                                                f"(env {TOKEN_ENV}).")
-@click.option("--session-timeout", type=FiniteFloatRange(min=0, min_open=True), default=1800.0,
+@click.option("--shard", callback=ranges.shard,
+              help="--http: I/N: serve only every N-th task starting at I.")
+@click.option("--token", envvar=TOKEN_ENV, callback=_token,
+              help=f"--http: the bearer token clients must send (env {TOKEN_ENV}): visible ASCII, "
+                   "no spaces.")
+@click.option("--session-timeout", type=ranges.SECONDS, default=1800.0,
               show_default=True, help="--http: seconds a session may stay idle before its episode is "
                                       "written as abandoned.")
-@click.option("--attempt", type=click.IntRange(0), default=0, show_default=True,
+@click.option("--attempt", type=ranges.count(0), default=0, show_default=True,
               help="stdio: attempt number recorded in the episode.")
 @click.option("--task", "task_ids", multiple=True, metavar="ID",
               help="Only tasks whose id matches this shell-style pattern (repeatable: any of).")

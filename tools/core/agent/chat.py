@@ -15,7 +15,7 @@ from endstate.core.agent.interpret import Parsed, parse, typed_call
 from endstate.core.agent.sampling import Sampling
 from endstate.core.env.domain import Domain
 from endstate.core.records.structs import AssistantMessage, Message, ToolCall
-from endstate.core.wire.endpoints import Endpoints, chat_message, shown, usage_of
+from endstate.core.wire.endpoints import ContextOverflow, Endpoints, chat_message, shown, usage_of
 
 
 def native_calls(message: dict[str, Any], params: dict[str, dict[str, Any]]) -> tuple[list[ToolCall], list[str]]:
@@ -67,8 +67,10 @@ class ChatSession:
     tool_specs: list[dict[str, Any]]
     system: str
     examples: list[FewShot]
+    max_context: int | None = None
     transcript: list[Message] = field(default_factory=list)
     shots: list[dict[str, Any]] = field(default_factory=list)
+    context_used: int = 0  # the last call's prompt + completion tokens, as the endpoint counted
 
     def begin(self, transcript: list[Message]) -> None:
         self.transcript = transcript
@@ -78,6 +80,12 @@ class ChatSession:
                 del shot["content"]
 
     async def act(self) -> Turn:
+        # The endpoint tokenizes, so the next prompt's length is known only after the call: it is
+        # at least the last call's prompt and completion, and the call may add max_new_tokens.
+        new = self.sampling.max_new_tokens
+        if self.max_context is not None and self.context_used + new > self.max_context:
+            raise ContextOverflow(f"the last call used {self.context_used} tokens, + {new} new "
+                                  f"would exceed --max-context {self.max_context}")
         messages = [endpoint_view(self.transcript[0]), *self.shots,
                     *map(endpoint_view, self.transcript[1:])]
         response = await self.endpoints.post("/chat/completions", {
@@ -95,7 +103,9 @@ class ChatSession:
                 parsed.reasoning = reasoning
         else:
             parsed = Parsed(parse(content).content, reasoning, calls, "; ".join(errors) or None)
-        return Turn(parsed, content, usage_of(response))
+        usage = usage_of(response)
+        self.context_used = usage.prompt_tokens + usage.completion_tokens
+        return Turn(parsed, content, usage)
 
     def observe(self, new: list[Message]) -> None:
         """Nothing to keep: the next request is rendered from the transcript itself."""
@@ -108,10 +118,12 @@ class ChatBackend:
     sampling: Sampling
     seed: int | None = 0
     few_shot: bool = True
+    max_context: int | None = None
 
     def close(self) -> None:
         self.endpoints.close()
 
     def open(self, domain: Domain, tool_specs: list[dict[str, Any]]) -> ChatSession:
         return ChatSession(self.endpoints, self.model, self.sampling, self.seed, tool_specs,
-                           domain.policy, few_shot_of(domain) if self.few_shot else [])
+                           domain.policy, few_shot_of(domain) if self.few_shot else [],
+                           self.max_context)

@@ -77,7 +77,10 @@ async def _check_endpoint(endpoints: Endpoints, url: str, model: str, max_contex
         note(f"warning: POST {tokenize}: {problem or 'no token list'}: the tokenizer check could not "
              f"run (a server without vLLM's /tokenize); make sure --tokenizer {name} is the served "
              "model's, or its prompts will be garbage")
-    if type(limit) is int and 0 < limit < max_context:
+    if limit is not None and not (type(limit) is int and limit > 0):
+        note(f"warning: {url} gives max_model_len {limit!r:.40}, not a positive integer: "
+             f"--max-context {max_context} was not checked against the served length")
+    elif limit is not None and limit < max_context:
         raise ConfigurationError(f"--max-context {max_context} exceeds the max_model_len {limit} "
                                  f"served at {url}: pass --max-context {limit} (or serve with "
                                  f"--max-model-len {max_context})")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import click
 
 from endstate import __version__
+from endstate.core.cli import ranges
 from endstate.core.console import stdio
 from endstate.core.errors import EXIT_CODES_HELP, EndstateError, ExitCode
 from endstate.core.records.jsonl import SkipLog
@@ -148,7 +149,7 @@ def judge_options(fn):
         click.option("--judge-cache", type=click.Path(dir_okay=False),
                      help="SQLite file of cached verdicts [default: judge.sqlite in $ENDSTATE_CACHE, "
                      "else ~/.cache/endstate]."),
-        click.option("--judge-base-url", envvar="ENDSTATE_JUDGE_BASE_URL",
+        click.option("--judge-base-url", envvar="ENDSTATE_JUDGE_BASE_URL", callback=ranges.url,
                      help="OpenAI-compatible endpoint for judge checks (env ENDSTATE_JUDGE_BASE_URL)."),
         click.option("--judge-model", envvar="ENDSTATE_JUDGE_MODEL",
                      help="Model answering judge questions (env ENDSTATE_JUDGE_MODEL).")):
@@ -166,9 +167,10 @@ def parse_prices(ctx, param, values) -> dict[str, tuple[float, float]]:
         except ValueError:
             raise click.BadParameter(
                 f"{value!r}: expected MODEL=IN_PER_MTOK,OUT_PER_MTOK, e.g. gpt-4o=2.5,10") from None
-        if not model or prompt < 0 or completion < 0:
+        # nan passes `< 0`, and nan or 1e309 (inf) priced every total null without a word
+        if not model or not all(0 <= p <= ranges.MAX_PRICE for p in (prompt, completion)):
             raise click.BadParameter(f"{value!r}: expected MODEL=IN_PER_MTOK,OUT_PER_MTOK with "
-                                     "prices >= 0, e.g. gpt-4o=2.5,10")
+                                     f"prices from 0 to {ranges.MAX_PRICE:g}, e.g. gpt-4o=2.5,10")
         prices[model] = (prompt, completion)
     return prices
 

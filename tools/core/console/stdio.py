@@ -14,6 +14,8 @@ import os
 import sys
 from typing import BinaryIO
 
+from endstate.core.errors import FileError
+
 _records: BinaryIO | None = None
 
 
@@ -22,6 +24,9 @@ def reserve_stdout() -> None:
     global _records
     if _records is not None:
         return
+    if sys.stdout is None:  # started with stdout closed (`>&-`): descriptor 1 may be any file now
+        raise FileError("I/O error (writing to stdout): stdout is closed; redirect it (> FILE, or "
+                        "> /dev/null) instead of closing it")
     sys.stdout.flush()
     _records = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)

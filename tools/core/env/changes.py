@@ -207,6 +207,9 @@ def replay_checked(conn: sqlite3.Connection, domain: Domain, changes: Changes) -
                             "by this domain's tools, or the schema changed since") from None
 
 
+_SQL_VALUES = (str, int, float, type(None))  # what a row read from SQLite holds (no BLOBs)
+
+
 def _key(t: Table, key: dict[str, Any]) -> tuple:
     return tuple(key[c] for c in t.key)
 
@@ -219,6 +222,11 @@ def _well_formed(t: Table, key: dict[str, Any], *rows: Row, with_key: bool = Fal
     where = f"{t.name}[{key_text(key) if isinstance(key, dict) else key!r}]"
     if not isinstance(key, dict) or set(key) != set(t.key):
         raise EndstateError(f"{where}: a change's key must name the key column(s) {list(t.key)}")
+    for row in (key, *rows):
+        wrong = next(((c, v) for c, v in row.items() if type(v) not in _SQL_VALUES), None)
+        if wrong:
+            raise EndstateError(f"{where}.{wrong[0]} is recorded as {wrong[1]!r:.60}; a diff holds "
+                                "SQLite values (text, numbers, null), as endstate records them")
     for row in rows:
         unknown = set(row) - set(t.columns)
         if unknown:

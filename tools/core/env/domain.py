@@ -84,8 +84,8 @@ class Domain:
     _seed: tuple[bytes, str] | None = field(default=None, repr=False)
     # what each task's init does to the seed; filled and bounded by sandbox.init_state
     init_states: OrderedDict[bytes, Any] = field(default_factory=OrderedDict, repr=False)
-    # idle connections on the seed, per (process id, purpose); taken and given back by the sandbox
-    seed_connections: dict[tuple[int, str], list[sqlite3.Connection]] = field(default_factory=dict, repr=False)
+    # connections on the seed, per (process id, kind): core.env.seats's seats and spares
+    seed_connections: dict[tuple[int, str], list[Any]] = field(default_factory=dict, repr=False)
 
     @cached_property
     def tools_module(self) -> ModuleType:

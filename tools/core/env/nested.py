@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -40,6 +41,25 @@ Path = tuple[str, ...]
 
 class MappingError(EndstateError):
     """A document that does not fit its mapping (or cannot be mapped): the message names where."""
+
+
+# Characters no table or column name may hold: SQL quotes identifiers with `"`, and control,
+# format, separator and surrogate characters would make schema.sql and the SQL a person writes
+# against it unreadable or unwritable (a NUL ends SQL text, a lone surrogate is no UTF-8).
+_REFUSED_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")
+
+
+def identifier_problem(name: Any) -> str | None:
+    """Why `name` cannot name a table or column (None: it can). Names are always written quoted
+    ("name") and never inside comments, so what is left to refuse is what quoting cannot hold."""
+    if not isinstance(name, str) or not name:
+        return "is empty or not a string"
+    if '"' in name:
+        return "has a double quote"
+    bad = next((c for c in name if unicodedata.category(c) in _REFUSED_CATEGORIES), None)
+    if bad is not None:
+        return f"has the character U+{ord(bad):04X} ({unicodedata.category(bad)})"
+    return None
 
 
 @dataclass
@@ -88,6 +108,12 @@ class Mapping:
     tables: list[TableMap]  # the root first, then each table before its children
 
     def __post_init__(self):
+        for t in self.tables:  # every name reaches SQL text (quoted): checked here, once
+            for name in (t.name, *t.columns, *(c.table for c in t.children)):
+                why = identifier_problem(name)
+                if why:
+                    raise MappingError(f"name {name!r} (table {t.name!r}) {why}; endstate cannot "
+                                       "name a table or column so: rename the field")
         self.by_name = {t.name: t for t in self.tables}
         self.parent = {c.table: t for t in self.tables for c in t.children}
 
@@ -97,13 +123,16 @@ class Mapping:
 
     @classmethod
     def from_json(cls, data: bytes | str) -> Mapping:
-        raw = orjson.loads(data)
-        if raw.get("format") != FORMAT:
-            raise MappingError(f"mapping format {raw.get('format')!r}; this endstate reads "
-                               f"format {FORMAT}")
-        return cls([TableMap(**{**t, "leaves": [Leaf(**x) for x in t["leaves"]],
-                                "children": [Child(**x) for x in t["children"]]})
-                    for t in raw["tables"]])
+        try:
+            raw = orjson.loads(data)
+            found = raw.get("format") if isinstance(raw, dict) else None
+            if found != FORMAT:
+                raise MappingError(f"mapping format {found!r}; this endstate reads format {FORMAT}")
+            return cls([TableMap(**{**t, "leaves": [Leaf(**x) for x in t["leaves"]],
+                                    "children": [Child(**x) for x in t["children"]]})
+                        for t in raw["tables"]])
+        except (ValueError, TypeError, KeyError, AttributeError) as e:  # orjson's errors: ValueError
+            raise MappingError(f"not a mapping of format {FORMAT}: {type(e).__name__}: {e}") from None
 
 
 def get_path(item: Any, path: list[str] | Path) -> tuple[Any, bool]:

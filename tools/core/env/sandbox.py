@@ -1,15 +1,13 @@
 """One episode's database: the domain seed plus the task's `init`, the domain's tools executed
 against it, and the diff against seed + init.
 
-An episode's state *is* its diff. Between tool calls a sandbox holds only that diff; a call takes
-one of the domain's seed connections, replays init and the diff inside a transaction, runs the tool,
-reads the new diff from the change log and rolls back. So an episode in flight costs the memory of
-its diff, not a copy of the database (256 episodes on a 5 MB seed share a few connections instead
-of holding 1.3 GB), and starting one costs nothing. `grade` rebuilds the terminal state the same
-way, so rollout and grade see one state through one code path.
-
-A diff past PIN_ROWS rows (a tool that rewrites many rows) would make every call replay it; such a
-sandbox keeps its connection and transaction instead ("pinned") until it is closed.
+An episode's state *is* its diff. A sandbox runs on a seat (seats.py: a connection on the seed
+with the init in place) that it keeps between tool calls, and reads its diff from the change log
+only when asked for it or when another sandbox takes its seat; then it replays the diff when it
+next calls. So an episode in flight costs at most the memory of its diff (256 episodes on a 5 MB
+seed share a few seats instead of holding 1.3 GB), and the calls of one episode replay nothing.
+`grade` rebuilds the terminal state the same way, so rollout and grade see one state through one
+code path.
 
 Reading a diff from the change log and turning it back into statements is changes.py.
 """
@@ -17,8 +15,9 @@ Reading a diff from the change log and turning it back into statements is change
 from __future__ import annotations
 
 import hashlib
-import os
+import signal
 import sqlite3
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,10 +25,13 @@ from typing import Any
 
 import orjson
 
+from endstate.core.env import seats
+from endstate.core.env.authorizers import BEGIN, own
 from endstate.core.env.changes import (
     Changes,
     Replay,
     Row,
+    Touched,
     compile_replay,
     diff,
     key_text,  # noqa: F401 - re-exported: checks import it from here
@@ -39,47 +41,10 @@ from endstate.core.env.changes import (
     touched,
     upsert,
 )
-from endstate.core.env.domain import LOG_PREFIX, Domain, Table
+from endstate.core.env.domain import Domain, Table
+from endstate.core.env.seats import Seat, StepBudget
 from endstate.core.env.tools import Db, ToolError
 from endstate.core.errors import EndstateError
-
-_WRITE_ACTIONS = {sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE}
-_ALWAYS_DENIED = {
-    sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH, sqlite3.SQLITE_CREATE_TABLE,
-    sqlite3.SQLITE_CREATE_INDEX, sqlite3.SQLITE_CREATE_TRIGGER, sqlite3.SQLITE_CREATE_VIEW,
-    sqlite3.SQLITE_CREATE_TEMP_TABLE, sqlite3.SQLITE_CREATE_TEMP_INDEX,
-    sqlite3.SQLITE_CREATE_TEMP_TRIGGER, sqlite3.SQLITE_CREATE_TEMP_VIEW, sqlite3.SQLITE_CREATE_VTABLE,
-    sqlite3.SQLITE_DROP_TABLE, sqlite3.SQLITE_DROP_INDEX, sqlite3.SQLITE_DROP_TRIGGER,
-    sqlite3.SQLITE_DROP_VIEW, sqlite3.SQLITE_DROP_TEMP_TABLE, sqlite3.SQLITE_DROP_TEMP_INDEX,
-    sqlite3.SQLITE_DROP_TEMP_TRIGGER, sqlite3.SQLITE_DROP_TEMP_VIEW, sqlite3.SQLITE_DROP_VTABLE,
-    sqlite3.SQLITE_ALTER_TABLE, sqlite3.SQLITE_REINDEX, sqlite3.SQLITE_ANALYZE,
-}
-
-
-def _tools_authorizer(action, arg1, arg2, dbname, trigger):
-    """The agent-facing connection: reads and writes of domain tables, nothing structural."""
-    if action == sqlite3.SQLITE_READ:
-        return sqlite3.SQLITE_OK
-    if action in _ALWAYS_DENIED:
-        return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_PRAGMA:  # a pragma outlives the episode on a shared connection
-        return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_TRANSACTION and arg1 == "COMMIT":
-        return sqlite3.SQLITE_DENY  # nothing commits on a seed connection: it is shared
-    if action == sqlite3.SQLITE_FUNCTION and arg2 == "load_extension":
-        return sqlite3.SQLITE_DENY
-    if action in _WRITE_ACTIONS and arg1.startswith(LOG_PREFIX) and not (trigger or "").startswith(LOG_PREFIX):
-        return sqlite3.SQLITE_DENY  # only our triggers may write the change log
-    return sqlite3.SQLITE_OK
-
-
-def _read_only_authorizer(action, arg1, arg2, dbname, trigger):
-    """The grader's connection: SELECT and reads only; no writes, ATTACH, PRAGMA or extensions."""
-    if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE):
-        return sqlite3.SQLITE_OK
-    if action == sqlite3.SQLITE_FUNCTION:
-        return sqlite3.SQLITE_DENY if arg2 == "load_extension" else sqlite3.SQLITE_OK
-    return sqlite3.SQLITE_DENY
 
 
 @dataclass
@@ -93,98 +58,36 @@ class ToolResult:
         return cls(False, orjson.dumps({"error": message}).decode())
 
 
-PIN_ROWS = 256  # replaying more rows than this per call costs more than keeping a connection
+PIN_ROWS = 256  # replaying more rows than this per call costs more than keeping a seat
 INIT_STATES_KEPT = 4096  # per domain: the diff each task's init makes to the seed (small)
-_CALL = f"{LOG_PREFIX}call"  # the savepoint around each tool call of a pinned sandbox
 
 
 @dataclass(frozen=True)
 class InitState:
     """What a task's `init` does to the seed: as a diff to replay, and the rows it leaves, by table
-    and key (None: no such row), which are the `before` of an episode's diff."""
+    and key (None: no such row), which are the `before` of an episode's diff; `key` names it."""
 
     changes: Changes
     rows: dict[str, dict[tuple, Row | None]]
     replay: Replay
+    key: bytes = b""
 
 
 _NO_INIT = InitState({}, {}, [])
 
 
-def _acquire(domain: Domain, purpose: str) -> sqlite3.Connection:
-    """An idle connection on the domain's seed (or a new one), in a fresh transaction. Idle
-    connections are kept per process (a forked worker opens its own) and per purpose: grading
-    switches its connection's authorizer, which expires every prepared statement, so tool calls
-    use other connections and keep their statement caches."""
-    idle = domain.seed_connections.setdefault((os.getpid(), purpose), [])
-    conn = idle.pop() if idle else _new_connection(domain)
-    conn.execute("BEGIN")
-    return conn
+class _Building:
+    """The owner of a seat while init_state builds on it."""
 
+    seat: Seat | None = None
 
-def _release(domain: Domain, purpose: str, conn: sqlite3.Connection) -> None:
-    """Roll the connection back to the seed and make it idle again."""
-    if not conn.in_transaction:  # only a tool ending our transaction gets here; never reuse it
-        conn.close()
-        raise EndstateError("a tool ended the sandbox's transaction (COMMIT or ROLLBACK); "
-                            "tools must not control transactions")
-    conn.execute("ROLLBACK")
-    domain.seed_connections.setdefault((os.getpid(), purpose), []).append(conn)
-
-
-def _new_connection(domain: Domain) -> sqlite3.Connection:
-    conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-    seed_bytes, _ = domain.seed()
-    conn.deserialize(seed_bytes)
-    # OR REPLACE deletes the row it replaces; only with recursive triggers does that delete
-    # reach the change log.
-    conn.execute("PRAGMA recursive_triggers = ON")
-    conn.set_authorizer(_tools_authorizer)
-    return conn
-
-
-class StepBudget:
-    """At most `steps` SQLite VM steps between resets: a deterministic bound on a check, the same
-    on every machine (a time limit would grade the same episode differently under load). Past it,
-    the running statement is interrupted (sqlite3.OperationalError) and `exceeded` is set."""
-
-    EVERY = 10_000  # steps between calls of the handler
-    STEPS = 200_000_000  # ~3 s of SQLite: far past any sound check
-
-    def __init__(self, steps: int = STEPS):
-        self.steps, self.ticks = steps, 0
-
-    def reset(self) -> None:
-        self.ticks = 0
-
-    @property
-    def exceeded(self) -> bool:
-        return self.ticks * self.EVERY > self.steps
-
-    def __call__(self) -> int:
-        self.ticks += 1
-        return self.exceeded  # nonzero interrupts the statement
-
-
-@contextmanager
-def _locked(conn: sqlite3.Connection, budget: StepBudget | None) -> Iterator[sqlite3.Connection]:
-    """`conn` read-only (and under `budget`) for the length of the block, unlocked after."""
-    conn.set_authorizer(None)  # the tools' authorizer denies every pragma
-    conn.execute("PRAGMA query_only = 1")
-    conn.set_authorizer(_read_only_authorizer)
-    if budget:
-        conn.set_progress_handler(budget, StepBudget.EVERY)
-    try:
-        yield conn
-    finally:
-        conn.set_progress_handler(None, 0)
-        conn.set_authorizer(None)
-        conn.execute("PRAGMA query_only = 0")
-        conn.set_authorizer(_tools_authorizer)
+    def let_go(self, seat: Seat) -> bool:
+        return False
 
 
 def init_state(domain: Domain, init: Mapping[str, list[Row]] | None) -> InitState:
-    """The task's `init` applied to the seed (insert, or update by primary key), kept per task."""
+    """The task's `init` applied to the seed (insert, or update by primary key), kept per task. The
+    seat it was built on keeps it as its base."""
     if not init:
         return _NO_INIT
     key = hashlib.sha256(orjson.dumps(init, option=orjson.OPT_SORT_KEYS)).digest()
@@ -192,22 +95,61 @@ def init_state(domain: Domain, init: Mapping[str, list[Row]] | None) -> InitStat
     if key in cache:
         cache.move_to_end(key)
         return cache[key]
-    conn = _acquire(domain, "tools")
+    builder = _Building()
+    seat, _ = seats.take(domain, builder, key)
     try:
+        seats.restart(seat)
         for table, rows in init.items():
             t = table_of(domain, table, "init")
             for row in rows:
-                upsert(conn, t, row)
-        written = touched(conn, domain.tables)
+                upsert(seat.conn, t, row)
+        written = touched(seat.conn, domain.tables)
+        seats.mark_base(seat, key)
+    except BaseException:
+        seats.restart(seat)  # half an init: back on the bare seed, no base
+        raise
     finally:
-        _release(domain, "tools", conn)
+        seats.give_back(domain, seat)
     rows_after: dict[str, dict[tuple, Row | None]] = {}
     for row in written:
         rows_after.setdefault(row.table.name, {})[row.key] = row.after
-    cache[key] = InitState(diff(written, {}), rows_after, compile_replay(written))
+    cache[key] = InitState(diff(written, {}), rows_after, compile_replay(written), key)
     if len(cache) > INIT_STATES_KEPT:
         cache.popitem(last=False)
     return cache[key]
+
+
+def _invoke(t, db: Db, args: Any, name: str) -> ToolResult:
+    """Run a tool: every way it can fail is an error observation for the agent. A SystemExit or
+    KeyboardInterrupt it raises itself is one too; a Ctrl-C that arrives meanwhile (on the main
+    thread) still interrupts the run."""
+    interrupted: list[int] = []
+    previous = signal.getsignal(signal.SIGINT) \
+        if threading.current_thread() is threading.main_thread() else None
+
+    def noted(signum, frame):
+        interrupted.append(signum)
+        if callable(previous):
+            return previous(signum, frame)
+        if previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    if previous is not None:  # None: off the main thread (no signal lands there), or set from C
+        signal.signal(signal.SIGINT, noted)
+    try:
+        value = t.invoke(db, args)
+        return ToolResult(True, orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode(), value)
+    except ToolError as e:
+        return ToolResult.error(str(e))
+    except sqlite3.DatabaseError as e:
+        return ToolResult.error(f"{name} failed: database error: {e}")
+    except (Exception, SystemExit, KeyboardInterrupt) as e:
+        if isinstance(e, KeyboardInterrupt) and interrupted:
+            raise
+        return ToolResult.error(f"{name} failed: {type(e).__name__}: {e}")
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 class Sandbox:
@@ -225,31 +167,52 @@ class Sandbox:
             raise EndstateError(f"task allows unknown tool(s) {sorted(unknown)} in domain {domain.name}")
         self.init = init_state(domain, init)
         self._diff: Changes = {}
-        self._replay: Replay = self.init.replay  # every row init and the diff touched, as it is now
-        self._pinned: sqlite3.Connection | None = None
+        self._replay: Replay = []  # what puts the diff back on a seat at the init's base
+        self._stale = False  # the seat holds writes the diff above does not have yet
+        self.seat: Seat | None = None
+
+    @property
+    def pinned(self) -> bool:
+        """Whether this sandbox keeps its seat for good (its diff is past PIN_ROWS rows)."""
+        return self.seat is not None and self.seat.pinned
 
     @contextmanager
-    def _state(self, purpose: str = "tools") -> Iterator[sqlite3.Connection]:
-        """A connection holding seed + init + this episode's diff, for the length of the block."""
-        if self._pinned is not None:
-            yield self._pinned
-            return
-        conn = _acquire(self.domain, purpose)
+    def _state(self) -> Iterator[Seat]:
+        """A seat holding seed + init + this episode's diff, for the length of the block."""
+        seat, new = seats.take(self.domain, self, self.init.key)
         try:
-            for sql, rows in self._replay:
-                conn.executemany(sql, rows)
-            yield conn
+            if new:
+                self.seat = seat
+                try:
+                    if seat.base != self.init.key:
+                        seats.rebase(seat, self.init.key, self.init.replay)
+                    for sql, rows in self._replay:
+                        seat.conn.executemany(sql, rows)
+                except BaseException:
+                    seat.base, self.seat = None, None  # half a state: the next owner starts over
+                    seats.give_back(self.domain, seat)
+                    raise
+            yield seat
         finally:
-            if self._pinned is not conn:
-                _release(self.domain, purpose, conn)
+            seat.busy = False
 
     def _read_diff(self, conn: sqlite3.Connection) -> None:
-        """Take the diff from the change log; a large one pins this connection (module doc)."""
-        rows = touched(conn, self.tables)  # init's rows too: they were replayed in this transaction
+        """Take the diff from the change log (init's rows are there too, under the base)."""
+        rows = touched(conn, self.tables)
         self._diff = diff(rows, self.init.rows)
-        self._replay = compile_replay(rows)
-        if self._pinned is None and row_count(self.init.changes) + row_count(self._diff) > PIN_ROWS:
-            self._pinned = conn
+        self._replay = compile_replay(_in_diff(rows, self._diff))
+        self._stale = False
+
+    def let_go(self, seat: Seat) -> bool:
+        """Asked by seats.take for this sandbox's seat: write the diff down first, unless it is
+        past PIN_ROWS (then the seat stays pinned to this sandbox)."""
+        if self._stale:
+            self._read_diff(seat.conn)
+        if self._diff and row_count(self.init.changes) + row_count(self._diff) > PIN_ROWS:
+            seat.pinned = True
+            return False
+        self.seat = None
+        return True
 
     # -- the agent's side -------------------------------------------------------------------
 
@@ -262,62 +225,48 @@ class Sandbox:
         problem = t.argument_problem(args)
         if problem:
             return ToolResult.error(f"invalid arguments for {name}: {problem}")
-        with self._state() as conn:
-            # A tool that fails half-way leaves no partial writes behind: unpinned, the whole
-            # transaction is rolled back anyway; pinned, a savepoint per call.
-            pinned = conn is self._pinned
-            if pinned:
-                conn.execute(f"SAVEPOINT {_CALL}")
+        with self._state() as seat:
+            conn = seat.conn
+            own(conn, seats.SAVE_CALL)  # a tool that fails half-way leaves no partial writes
             # Read-only tools are held to it by counting changes, not by PRAGMA query_only: a
             # pragma expires every prepared statement of the connection.
             writes_before = conn.total_changes
-            try:
-                value = t.invoke(Db(conn, self.domain.now), args)
-                result = ToolResult(True, orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode(), value)
-                if not t.writes and conn.total_changes != writes_before:
-                    result = ToolResult.error(f"{name} failed: read-only tool tried to write")
-            except ToolError as e:
-                result = ToolResult.error(str(e))
-            except sqlite3.DatabaseError as e:
-                result = ToolResult.error(f"{name} failed: database error: {e}")
-            except Exception as e:
-                result = ToolResult.error(f"{name} failed: {type(e).__name__}: {e}")
-            if not conn.in_transaction and pinned:
-                self._pinned = None
-                _release(self.domain, "tools", conn)  # raises: the episode's state is gone
-            if pinned:
-                if not result.ok:
-                    conn.execute(f"ROLLBACK TO {_CALL}")
-                conn.execute(f"RELEASE {_CALL}")
-            elif result.ok and t.writes and conn.in_transaction:  # else _state's release raises
-                self._read_diff(conn)
+            result = _invoke(t, Db(conn, self.domain.now), args, name)
+            wrote = conn.total_changes != writes_before
+            if result.ok and wrote and not t.writes:
+                result = ToolResult.error(f"{name} failed: read-only tool tried to write")
+            seats.check_usable(self.domain, seat)
+            if not result.ok:
+                own(conn, seats.UNDO_CALL)
+            own(conn, seats.END_CALL)
+            self._stale |= result.ok and wrote
         return result
 
     # -- the diff ---------------------------------------------------------------------------
 
     def changes(self) -> Changes:
         """Per table, the rows inserted, updated and deleted since seed + init, by primary key."""
-        if self._pinned is not None:
-            return diff(touched(self._pinned, self.tables), self.init.rows)
+        if self._stale:
+            with self._state() as seat:  # still this sandbox's: a taken seat is never stale
+                self._read_diff(seat.conn)
         return self._diff
 
     def apply_changes(self, changes: Changes) -> None:
         """Replay a recorded diff on seed + init, checking every recorded `before` still holds."""
-        with self._state() as conn:
-            replay_checked(conn, self.domain, changes)
-            self._read_diff(conn)
+        with self._state() as seat:
+            replay_checked(seat.conn, self.domain, changes)
+            self._stale = True
 
     @contextmanager
-    def read_only(self, budget: StepBudget | None = None,
-                  private: bool = False) -> Iterator[sqlite3.Connection]:
+    def read_only(self, budget: StepBudget | None = None, private: bool = False) -> Iterator[Any]:
         """The state locked for grading: SELECT only, no ATTACH, no extensions, at most `budget`
         steps. `private`: on a connection of its own, closed after the block, for code (python
         checks) that could change a connection beyond what a rollback undoes."""
         if not private:
-            with self._state("grade") as conn, _locked(conn, budget):
-                yield conn
+            with self._state() as seat, seats.reading(seat, budget) as reader:
+                yield reader
             return
-        with self._private() as conn, _locked(conn, budget):
+        with self._private() as conn, seats.locked(conn, budget):
             yield conn
 
     def copy_to(self, dest: sqlite3.Connection) -> None:
@@ -331,26 +280,32 @@ class Sandbox:
     @contextmanager
     def _private(self) -> Iterator[sqlite3.Connection]:
         """The state on a connection of its own, in a transaction, closed after the block: nothing
-        done on it reaches the shared seed connections."""
-        rows = self._replay if self._pinned is None else \
-            compile_replay(touched(self._pinned, self.tables))  # a pinned one's replay is stale
-        conn = _new_connection(self.domain)
+        done on it reaches the shared seats."""
+        self.changes()  # the diff, written down
+        conn = seats.private_connection(self.domain)
         try:
-            conn.execute("BEGIN")
-            for sql, params in rows:
+            own(conn, BEGIN)
+            for sql, params in (*self.init.replay, *self._replay):
                 conn.executemany(sql, params)
             yield conn
         finally:
             conn.close()
 
     def close(self) -> None:
-        """Give back a pinned connection; an unpinned sandbox holds nothing."""
-        if self._pinned is not None:
-            conn, self._pinned = self._pinned, None
-            _release(self.domain, "tools", conn)
+        """Give the seat back (it keeps the init for the next episode of the task)."""
+        seat, self.seat = self.seat, None
+        if seat is not None and seat.holder() is self:
+            seats.give_back(self.domain, seat)
 
     def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _in_diff(rows: list[Touched], changes: Changes) -> list[Touched]:
+    """The touched rows the diff names: the others are as the init left them."""
+    keys = {(name, tuple(e["key"].values()))
+            for name, entry in changes.items() for entries in entry.values() for e in entries}
+    return [r for r in rows if (r.table.name, r.key) in keys]

@@ -22,9 +22,8 @@ import inspect
 import re
 import types
 import typing
+from collections.abc import Callable
 from typing import Any, Literal
-
-from jsonschema import Draft202012Validator
 
 _JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
                                dict: "object", list: "array", type(None): "null"}
@@ -153,7 +152,7 @@ def to_python(value: Any, annotation: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         options = [a for a in args if a is not type(None)]
         for option in options:  # the first that the value is valid for, as anyOf would read it
-            if len(options) == 1 or Draft202012Validator(json_schema_of(option)).is_valid(value):
+            if len(options) == 1 or _validator(json_schema_of(option)).is_valid(value):
                 return to_python(value, option)
     return value
 
@@ -161,6 +160,7 @@ def to_python(value: Any, annotation: Any) -> Any:
 def check_parameters_schema(name: str, schema: Any, parameters: list[inspect.Parameter]) -> None:
     """A `schema=` given to @tool: a valid Draft 2020-12 object schema whose properties are the
     function's parameters, requiring those without defaults. Else TypeError naming the tool."""
+    from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
 
     try:
@@ -182,3 +182,66 @@ def check_parameters_schema(name: str, schema: Any, parameters: list[inspect.Par
     if missing:
         raise TypeError(f"tool {name}: parameters {missing} have no default, so schema= must list "
                         'them under "required"')
+
+
+# -- a fast path for argument validation -------------------------------------------------------
+
+_PY_TYPES = {"string": (str,), "number": (int, float), "integer": (int,), "boolean": (bool,),
+             "null": (type(None),)}
+_INERT = {"description", "title", "default", "examples"}  # keywords that never reject a value
+
+
+def fast_accept(schema: dict[str, Any]) -> Callable[[Any], bool] | None:
+    """A plain-Python check that accepts a subset of what `schema` accepts (False: ask jsonschema,
+    which gives the verdict and the message), for the schemas typed signatures produce: an object
+    of scalar properties, optional ones as anyOf with null, string enums, no extra keys. None for
+    any schema using more (the validator is then the only check). Accepting less than JSON Schema
+    does (1.0 as an integer, say) costs only the slow path."""
+    if set(schema) - {"type", "properties", "required", "additionalProperties", *_INERT} \
+            or schema.get("type") != "object" or schema.get("additionalProperties") is not False:
+        return None
+    properties = {}
+    for name, prop in schema.get("properties", {}).items():
+        accept = _value_accept(prop)
+        if accept is None:
+            return None
+        properties[name] = accept
+    required = frozenset(schema.get("required", ()))
+
+    def accept(args: Any) -> bool:
+        if type(args) is not dict or not required <= args.keys():
+            return False
+        for key, value in args.items():
+            check = properties.get(key)
+            if check is None or not check(value):
+                return False
+        return True
+
+    return accept
+
+
+def _value_accept(prop: Any) -> Callable[[Any], bool] | None:
+    if not isinstance(prop, dict):
+        return None
+    if "anyOf" in prop:
+        branches = [_value_accept(b) for b in prop["anyOf"]] if isinstance(prop["anyOf"], list) else [None]
+        if set(prop) - {"anyOf", *_INERT} or None in branches:
+            return None
+        return lambda v: any(branch(v) for branch in branches)
+    kind = prop.get("type")
+    if set(prop) - {"type", "enum", *_INERT} or not isinstance(kind, str) or kind not in _PY_TYPES:
+        return None
+    if "enum" in prop:
+        allowed = prop["enum"]
+        if kind != "string" or not isinstance(allowed, list) or any(type(x) is not str for x in allowed):
+            return None
+        members = frozenset(allowed)
+        return lambda v: type(v) is str and v in members
+    exact = _PY_TYPES[kind]
+    return lambda v: type(v) in exact
+
+
+def _validator(schema: dict[str, Any]):
+    from jsonschema import Draft202012Validator  # imported when first needed (CLI start time)
+
+    return Draft202012Validator(schema)

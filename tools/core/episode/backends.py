@@ -45,7 +45,8 @@ class LiveSampler:
 @BACKENDS.register("chat")
 def chat_backend(cfg: RunConfig, live: LiveSampler | None = None) -> AgentBackend:
     """Chat completions with native tools: the endpoint renders and parses."""
-    return ChatBackend(_endpoints(cfg), cfg.model, cfg.sampling, cfg.seed, cfg.prompting.few_shot)
+    return ChatBackend(_endpoints(cfg), cfg.model, cfg.sampling, cfg.seed, cfg.prompting.few_shot,
+                       cfg.max_context)
 
 
 @BACKENDS.register("completions")

@@ -21,6 +21,7 @@ import msgspec
 from endstate.core.agent.backends import AgentBackend
 from endstate.core.env.domain import Domain
 from endstate.core.env.sandbox import Sandbox
+from endstate.core.env.seats import SandboxLost
 from endstate.core.episode.users import STOP, LLMUser, ScriptedUser
 from endstate.core.errors import EndstateError
 from endstate.core.records.episode import episode_id
@@ -114,6 +115,8 @@ async def run_episode(spec: EpisodeSpec, backend: AgentBackend, user: ScriptedUs
         except ContextOverflow as e:
             termination = "context_overflow"
             transcript.append(SystemMessage(f"[endstate] context overflow: {e}"))
+        except SandboxLost as e:  # the domain's bug, in this episode only
+            status, termination, error = "system_error", None, ErrorInfo("tool", e.message)
         except EndstateError:  # a setup the user must fix (a 401, a domain bug): the run stops
             raise
         except Exception as e:  # endpoint failures; and a bug in endstate costs one episode, not the run

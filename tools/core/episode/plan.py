@@ -18,8 +18,10 @@ import click
 import orjson
 
 from endstate.core.env.domain import Domains
-from endstate.core.errors import EndstateError, InputError
+from endstate.core.env.sandbox import init_state
+from endstate.core.errors import EndstateError, FileError, InputError
 from endstate.core.records.jsonl import Loc, SkipLog, fail, read_jsonl
+from endstate.core.records.schemas import STAGES, stage_of
 
 
 def parse_shard(value: str | None) -> tuple[int, int]:
@@ -38,10 +40,15 @@ def shard_of(tasks: list[dict[str, Any]], shard: tuple[int, int]) -> list[dict[s
     return [t for k, t in enumerate(tasks) if k % n == i]
 
 
-def done_keys(path: str | None, out: IO[bytes] | None = None) -> set[tuple[str, int]]:
+def done_keys(path: str | None, out: IO[bytes] | None = None,
+              kind: str | None = None) -> set[tuple[str, int]]:
     """(task_id, attempt) keys with a clean record in a resume file (attempt or episode records).
     Keys that only have system errors are not done: resuming re-runs them, and the clean record
     supersedes the error (bucket and evalstats count clean records).
+
+    `kind` (attempt, episode): the records this command writes; a file of another stage of the
+    pipeline is a bad input naming its line, what it holds and what was expected (graded episodes
+    given to probe once made it report nothing left to do).
 
     A last line without its newline (a run killed mid-write) is repaired when `out`, where this
     run writes, appends to the same file (`--resume F >> F`, the documented recipe): a cut record
@@ -58,6 +65,10 @@ def done_keys(path: str | None, out: IO[bytes] | None = None) -> set[tuple[str, 
             continue
         try:
             record = orjson.loads(raw)
+            stage = stage_of(record) if kind is not None and isinstance(record, dict) else None
+            if stage not in (None, kind):
+                raise InputError(f"{path}:{n}: --resume takes the records this command writes, "
+                                 f"{STAGES[kind]}; this line is {STAGES[stage]}")
             if record.get("status") != "system_error":
                 keys.add((record["task_id"], record["attempt"]))
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
@@ -191,6 +202,10 @@ def _unrunnable(task: dict[str, Any], domains: Domains) -> str | None:
     unknown = sorted(set(task.get("tools") or ()) - set(domain.tools))
     if unknown:
         return f"allows unknown tool(s) {unknown}; domain {domain.name} has {', '.join(domain.tools)}"
+    try:  # what every episode of the task starts from (kept, so the episodes do not pay again)
+        init_state(domain, task.get("init"))
+    except EndstateError as e:
+        return f"its init does not apply: {e.message}"
     # Imported here: rollout and probe load the episode loop anyway; grade, which imports this
     # module, need not.
     from endstate.core.episode.users import reactions_problem
@@ -198,13 +213,37 @@ def _unrunnable(task: dict[str, Any], domains: Domains) -> str | None:
     return reactions_problem(task["user"])
 
 
-def episodes_path_writer(path: str | None):
+class NamedWriter:
+    """A file opened for appending whose write errors name it (a full disk under --episodes FILE
+    is that file's, not stdout's)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        try:
+            self.file = open(path, "ab")
+        except OSError as e:
+            raise FileError(f"{path}: cannot open for writing: {e.strerror or e}") from None
+
+    def write(self, data: bytes) -> None:
+        try:
+            self.file.write(data)
+        except OSError as e:
+            raise FileError(f"{self.path}: cannot write: {e.strerror or e}") from None
+
+    def flush(self) -> None:
+        try:
+            self.file.flush()
+        except OSError as e:
+            raise FileError(f"{self.path}: cannot write: {e.strerror or e}") from None
+
+
+def episodes_path_writer(path: str | None) -> NamedWriter | None:
     """An append-mode writer for --episodes FILE, repaired first if a killed run cut a line."""
     if not path:
         return None
     repair_tail(path)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return open(path, "ab")
+    return NamedWriter(path)
 
 
 # -- which tasks may run together: content identity, and the user a task needs ------------------

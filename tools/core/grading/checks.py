@@ -8,16 +8,14 @@ task, not in the agent: it raises TaskError instead of scoring 0.
 from __future__ import annotations
 
 import sqlite3
-import sys
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from endstate.core.env.changes import Changes, key_text
 from endstate.core.env.domain import Domain, Table
 from endstate.core.errors import EndstateError
-from endstate.core.grading import match
+from endstate.core.grading import isolation, match
 from endstate.core.grading.judge import Judge
 from endstate.core.records.structs import Usage
 from endstate.core.registry import Registry
@@ -215,53 +213,21 @@ def check_said(check: dict, ctx: Context) -> Outcome:
 PYTHON_LINES = 20_000_000  # lines a python check may run (~3 s traced); a sound one runs thousands
 
 
-class _PastLineBudget(BaseException):
-    """Raised inside a python check past PYTHON_LINES: a BaseException, so its own `except
-    Exception` cannot swallow it (and it is raised again at every later line)."""
-
-
-@contextmanager
-def _line_budget(lines: int) -> Iterator[None]:
-    """Count the Python lines run in the block's calls: the python check's counterpart of the
-    SQLite step budget, deterministic where a time limit would grade differently under load."""
-    left = lines
-
-    def count(frame, event, arg):
-        nonlocal left
-        if event == "line":
-            left -= 1
-            if left < 0:
-                raise _PastLineBudget
-        return count
-
-    previous = sys.gettrace()  # a debugger's or coverage's tracer comes back afterwards
-    sys.settrace(count)
-    try:
-        yield
-    finally:
-        sys.settrace(previous)
-
-
 @CHECK_KINDS.register("python")
 def check_python(check: dict, ctx: Context) -> Outcome:
-    module = ctx.domain.checks_module
-    fn = getattr(module, check["name"], None) if module else None
-    if not callable(fn) or check["name"].startswith("_"):
-        raise TaskError(f"no python check function {check['name']!r} in {ctx.domain.path}/checks.py")
-    try:
-        with _line_budget(PYTHON_LINES):
-            result = fn(ctx.conn, ctx.messages, **check.get("params", {}))
-    except _PastLineBudget:
-        raise TaskError(f"{check['name']} ran past {PYTHON_LINES:,} Python lines (a loop that never "
-                        "ends?)") from None
-    except Exception as e:  # the task's or the domain's bug: name it, never score it
-        raise TaskError(f"{check['name']}(conn, messages, **{check.get('params', {})}) raised "
-                        f"{type(e).__name__}: {e}") from None
-    passed, detail = result if isinstance(result, tuple) and len(result) == 2 else (result, "")
-    if type(passed) is not bool or not isinstance(detail, str):  # "False", [0], None: never guess
-        raise TaskError(f"{check['name']} returned {result!r:.80}; a python check returns True, "
-                        "False or (bool, detail text)")
-    return passed, detail or f"{check['name']}: {'passed' if passed else 'failed'}"
+    """The domain's checks.py function, in a process of its own (core.grading.isolation): under
+    the line budget, a wall-clock and a memory bound; whatever it does, it costs this episode."""
+    name = check["name"]
+    if name.startswith("_"):
+        raise TaskError(f"no python check function {name!r} in {ctx.domain.path}/checks.py")
+    answer = isolation.run_check(ctx.domain, {
+        "name": name, "params": check.get("params", {}), "init": ctx.task.get("init"),
+        "changes": ctx.changes, "messages": ctx.messages, "lines": PYTHON_LINES})
+    if "error" in answer:
+        error = answer["error"]
+        raise TaskError(error if error.startswith(name) else f"{name}: {error}")
+    passed = answer["passed"]
+    return passed, answer["detail"] or f"{name}: {'passed' if passed else 'failed'}"
 
 
 @CHECK_KINDS.register("judge")

@@ -16,7 +16,8 @@ import msgspec
 from endstate import TASKS_DIR, __version__
 from endstate.core.env.changes import Changes
 from endstate.core.env.domain import Domain, Domains
-from endstate.core.env.sandbox import Sandbox, StepBudget
+from endstate.core.env.sandbox import Sandbox
+from endstate.core.env.seats import StepBudget
 from endstate.core.episode.plan import read_tasks
 from endstate.core.episode.replay import replay
 from endstate.core.errors import EndstateError
@@ -120,9 +121,10 @@ class Grader:
         sandbox = Sandbox(domain, task.get("init"))
         sandbox.apply_changes(changes)
         budget = StepBudget(self.check_steps)
-        private = any(c["kind"] == "python" for c in task["checks"])  # nothing survives its code
+        # python checks run in a process of their own (checks.check_python): this connection is
+        # the shared one, only the declarative checks read it
         results: list[dict[str, Any] | None] = [None] * len(task["checks"])
-        with sandbox, sandbox.read_only(budget, private) as conn:
+        with sandbox, sandbox.read_only(budget) as conn:
             ctx = Context(domain, task, conn, changes, messages,
                           lambda: self.gold_changes(task), self.judge)
             for i, check in enumerate(task["checks"]):

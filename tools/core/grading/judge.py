@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from endstate.core.env.domain import cache_dir
+from endstate.core.errors import ConfigurationError
 from endstate.core.records.structs import Usage
 from endstate.core.wire.endpoints import (
     ContextOverflow,
@@ -28,6 +29,7 @@ from endstate.core.wire.endpoints import (
     chat_message,
     usage_of,
 )
+from endstate.core.wire.urls import url_problem
 
 SYSTEM = ("You grade a transcript between a customer-service agent and a user. Answer the question "
           "about the transcript with exactly one word: YES or NO.")
@@ -103,10 +105,19 @@ class Judge:
         model = model or os.environ.get("ENDSTATE_JUDGE_MODEL")
         if not (model and base_url):
             return None
+        problem = url_problem(base_url)
+        if problem:
+            raise ConfigurationError(f"judge base URL {base_url!r}: {problem}; give the endpoint's "
+                                     "base URL, e.g. http://localhost:8000/v1")
         if cache:
             settings["cache_path"] = Path(cache)
-        return cls(model, base_url, os.environ.get("ENDSTATE_JUDGE_API_KEY")
-                   or os.environ.get("OPENAI_API_KEY") or "EMPTY", **settings)
+        try:
+            return cls(model, base_url, os.environ.get("ENDSTATE_JUDGE_API_KEY")
+                       or os.environ.get("OPENAI_API_KEY") or "EMPTY", **settings)
+        except (sqlite3.DatabaseError, OSError) as e:  # not SQLite, a folder, a file it cannot write
+            where = cache or "the judge cache in $ENDSTATE_CACHE"
+            raise ConfigurationError(f"--judge-cache {where}: cannot keep verdicts there ({e}); give "
+                                     "a new file name, or a judge cache endstate wrote") from None
 
     def close(self) -> None:
         """The judge's connections, at the end of a run (on the event loop that used them)."""

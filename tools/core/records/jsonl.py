@@ -367,13 +367,25 @@ def checked_line(kind: str, record: dict[str, Any] | msgspec.Struct) -> bytes:
     return line
 
 
-def write_jsonl(records: Iterable[Any], out: IO[bytes] | None = None, kind: str | None = None) -> int:
-    """Write one complete line per record, flushed as it goes so a killed run leaves valid JSONL;
-    with `kind`, each is checked against that schema first (checked_line)."""
+WRITE_CHUNK = 1 << 16  # bytes of whole lines per write when the records are all at hand
+
+
+def write_jsonl(records: Iterable[Any], out: IO[bytes] | None = None, kind: str | None = None,
+                *, streaming: bool = True) -> int:
+    """Write complete lines only, so a killed run leaves valid JSONL: each record flushed as it
+    comes (`streaming`, for records that arrive over time), or, for records all at hand (bucket's
+    pool), whole lines gathered into ~64 KiB writes (a flush per line cost bucket 5% of its
+    time); with `kind`, each is checked against that schema first (checked_line)."""
     out = out or stdio.records_out()
-    n = 0
+    n, pending = 0, bytearray()
     for record in records:
-        out.write(checked_line(kind, record) if kind else dumps(record))
-        out.flush()
+        pending += checked_line(kind, record) if kind else dumps(record)
         n += 1
+        if streaming or len(pending) >= WRITE_CHUNK:
+            out.write(pending)
+            out.flush()
+            pending.clear()
+    if pending:
+        out.write(pending)
+        out.flush()
     return n

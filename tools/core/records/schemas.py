@@ -61,6 +61,27 @@ WRONG_STAGE = {
 }
 
 
+STAGES = {"task": "a task", "episode": "an episode (rollout's output)",
+          "graded_episode": "a graded episode (grade's output, or probe --episodes)",
+          "attempt": "an attempt (probe's output)", "difficulty": "a difficulty record (bucket's)",
+          "verdict": "a verdict (grade validate's)"}
+
+
+def stage_of(record: dict) -> str | None:
+    """Which record of the pipeline `record` is, by the fields that tell them apart (an attempt's
+    schema admits a graded episode, which carries every attempt field): a key of STAGES, or None
+    when it has none of their telling fields."""
+    if "messages" in record or "changes" in record:
+        return "graded_episode" if "grader" in record or "checks" in record else "episode"
+    if "user" in record and "checks" in record:
+        return "task"
+    if "mass" in record or "band" in record:
+        return "difficulty"
+    if "sound" in record:
+        return "verdict"
+    return "attempt" if "reward" in record else None
+
+
 def problem(kind: str, record: object) -> str | None:
     """None when `record` is a valid `kind` record, else one line saying what is wrong and where
     (and, for a valid record of the pipeline's wrong stage, the step between)."""

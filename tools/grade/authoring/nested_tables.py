@@ -4,6 +4,7 @@ endstate.core.env.nested (a domain's seed.py uses them at run time)."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -17,6 +18,7 @@ from endstate.core.env.nested import (
     MappingError,
     TableMap,
     get_path,
+    identifier_problem,
     items_of,
 )
 
@@ -147,8 +149,9 @@ def _infer_fields(table: str, container: str, values: list[dict], prefix: list[s
                   leaves: list[Leaf], children: list[Child], containers: dict) -> None:
     names = list(dict.fromkeys(k for v in values for k in v))
     for f in names:
-        if '"' in f:
-            raise MappingError(f"field {f!r} has a double quote; endstate cannot name a column so")
+        why = identifier_problem(f)
+        if why:
+            raise MappingError(f"field {f!r} {why}; endstate cannot name a column so: rename it")
         present = [v[f] for v in values if f in v]
         path, kind = [*prefix, f], _kind(present)
         entry = "__".join(path)
@@ -187,33 +190,51 @@ def _column_note(mapping: Mapping, t: TableMap, column: str) -> str:
     if leaf is None:
         parent = dict(t.inherited).get(column)
         if parent is not None:
-            return f"{mapping.parent[t.name].name}.{parent} of the row holding it"
+            return f"{_code(mapping.parent[t.name].name + '.' + parent)} of the row holding it"
         if column == ABSENT:
             return "JSON array of the fields this item lacks (NULL: none)"
         return {"object": "its key in the object", "array": "its position in the array, from 0",
                 "root": "0: the document's one row"}[t.container]
     inside = "" if t.container == "root" else f"{t.source}/*"
-    where = f"{inside}/{'/'.join(leaf.path)}" if leaf.path else "the array's item itself"
+    where = _code(f"{inside}/{'/'.join(leaf.path)}") if leaf.path else "the array's item itself"
     note = {"bool": ", 0/1 for false/true", "json": ", as JSON text"}.get(leaf.type, "")
     is_key = t.key_is_field and column == t.key
     return where + (", equal to its key in the object" if is_key else "") + note
 
 
+def _code(text: str) -> str:
+    """`text` as a Markdown code span, whatever backticks it holds (CommonMark's rule)."""
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def create_statements(mapping: Mapping) -> str:
-    """schema.sql for the mapping: one CREATE TABLE per stored table, each column commented with
-    where in the document its values come from."""
+    """schema.sql for the mapping: one CREATE TABLE per stored table. Names are data: quoted,
+    checked by Mapping (no quote, control or separator character), and never inside a comment;
+    where each column comes from is column_guide's Markdown."""
     out = []
     for t in mapping.tables:
         if not t.stored:
             continue
         types = column_types(mapping, t)
-        what = ("the document's top-level scalars (one row)" if t.container == "root" else
-                f"one row per {'entry' if t.container == 'object' else 'item'} of {t.source}")
-        out.append(f"-- {t.name}: {what}")
-        for child in t.children:
-            out.append(f"--   {child.name} -> table {child.table}")
-        lines = [f'  "{c}" {types[c]}{" NOT NULL" if c in t.key_columns else ""},'
-                 f"  -- {_column_note(mapping, t, c)}" for c in t.columns]
+        lines = [f'  "{c}" {types[c]}{" NOT NULL" if c in t.key_columns else ""},' for c in t.columns]
         keys = ", ".join(f'"{c}"' for c in t.key_columns)
         out += [f'CREATE TABLE "{t.name}" (', *lines, f"  PRIMARY KEY ({keys})", ");", ""]
+    return "\n".join(out)
+
+
+def column_guide(mapping: Mapping) -> str:
+    """Markdown: each stored table, what its rows are, and where each column comes from in the
+    document (what a person writing tools.py against schema.sql needs)."""
+    out = []
+    for t in mapping.tables:
+        if not t.stored:
+            continue
+        what = ("the document's top-level scalars (one row)" if t.container == "root" else
+                f"one row per {'entry' if t.container == 'object' else 'item'} of {_code(t.source)}")
+        out += [f"## {_code(t.name)}", "", f"{what[0].upper()}{what[1:]}.", ""]
+        out += [f"- {_code(c)}: {_column_note(mapping, t, c)}" for c in t.columns]
+        out += [f"- {_code(child.name)}: table {_code(child.table)}" for child in t.children]
+        out.append("")
     return "\n".join(out)

@@ -3,15 +3,15 @@ a read tool and a write tool, a policy, two sound tasks), for a person to make t
 
 from __future__ import annotations
 
-import re
+import sqlite3
 from pathlib import Path
 from string import Template
 
 import orjson
 
-from endstate.core.errors import EndstateError
-
-NAME = re.compile(r"[a-z][a-z0-9_-]*")
+from endstate.core.env.domain import Domain
+from endstate.core.errors import EndstateError, ExitCode
+from endstate.grade.authoring.staging import check_domain_name, staged
 
 SCHEMA = """\
 -- The tables of the $domain domain. Every table needs a PRIMARY KEY: an episode's diff names rows
@@ -147,18 +147,25 @@ FILES = {"schema.sql": SCHEMA, "seed.py": SEED, "tools.py": TOOLS, "policy.md": 
 
 
 def new_domain(name: str, parent: Path) -> Path:
-    """Write the scaffold for domain `name` into parent/name, which must not exist yet."""
-    if not NAME.fullmatch(name):
-        raise EndstateError(f"domain name {name!r}: use lowercase letters, digits, _ and -, "
-                            "starting with a letter (it names the folder and prefixes task ids)")
+    """Write the scaffold for domain `name` into parent/name, which must not exist yet: whole or
+    not at all, and loaded (tools, seed) before it is there."""
+    check_domain_name(name, "NAME")
     folder = parent / name
     if folder.exists():
         raise EndstateError(f"{folder}: exists already; pick another NAME or --out DIR")
-    (folder / "tasks").mkdir(parents=True)
-    for file, text in FILES.items():
-        (folder / file).write_text(Template(text).substitute(domain=name))
-    (folder / "tasks" / f"{name}.jsonl").write_bytes(b"".join(orjson.dumps(t) + b"\n"
-                                                              for t in _tasks(name)))
+    with staged(folder) as tmp:
+        (tmp / "tasks").mkdir()
+        for file, text in FILES.items():
+            (tmp / file).write_text(Template(text).substitute(domain=name))
+        (tmp / "tasks" / f"{name}.jsonl").write_bytes(b"".join(orjson.dumps(t) + b"\n"
+                                                           for t in _tasks(name)))
+        try:
+            written = Domain(name, tmp)
+            written.tools
+            written.build_seed()
+        except (EndstateError, sqlite3.Error, SyntaxError) as e:
+            raise EndstateError(f"internal error: the scaffold does not load ({e}); nothing was "
+                                "written. Please report it.", ExitCode.INTERNAL) from None
     return folder
 
 

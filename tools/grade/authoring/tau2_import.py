@@ -108,7 +108,11 @@ def read_source(folder: Path) -> Source:
     if policy_file is None:
         raise FileError(f"{folder / 'policy.md'}: not found (nor main_policy.md); the agent's "
                         "policy is required")
-    return Source(folder, db_file, document, tasks_file, tasks, policy_file.read_text(),
+    try:
+        policy = policy_file.read_bytes().decode()
+    except UnicodeDecodeError as e:
+        raise InputError(f"{policy_file}: not UTF-8 text: {e}") from None
+    return Source(folder, db_file, document, tasks_file, tasks, policy,
                   _splits(folder / "split_tasks.json"))
 
 

@@ -5,10 +5,12 @@ pass, seed.py, and checks.py for tasks whose reward requires tau2's exact tool c
 from __future__ import annotations
 
 import builtins
+import itertools
+import json
 import keyword
+import re
+import unicodedata
 from typing import Any
-
-import orjson
 
 from endstate.core.errors import InputError
 
@@ -24,6 +26,23 @@ WRITE_PREFIXES = (
     "upgrade_")
 HEADER_NAMES = ("Db", "ToolError", "tool", "NOW", "NOT_WRITTEN", "NotRequired", "TypedDict")
 _SCALARS = {bool: "bool", int: "int", float: "float", str: "str"}
+
+
+def python_name(name: Any) -> bool:
+    """Whether `name` is a Python name that stays itself: an identifier, not a keyword, and
+    unchanged by the NFKC normalization Python applies to identifiers (`ﬁle` would define `file`,
+    and two such names one parameter twice)."""
+    return (isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)
+            and unicodedata.normalize("NFKC", name) == name)
+
+
+def docstring_text(text: str) -> str:
+    """`text` as it may stand inside a generated triple-quoted docstring and read back the same:
+    backslashes doubled, characters that do not print escaped, and no quote that could close the
+    string (one followed by another, or the last)."""
+    text = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" if ord(c) < 0x10000
+                   else f"\\U{ord(c):08x}" for c in text.replace("\\", "\\\\"))
+    return re.sub(r'"(?=")|"$', r'\\"', text)
 
 
 class Records:
@@ -42,8 +61,8 @@ class Records:
         if known:
             return known
         taken = {*self.bodies, *self.reserved}
-        if not name.isidentifier() or keyword.iskeyword(name):  # `none` -> None, `_1` -> 1
-            name = "Record" + name
+        if not python_name(name):  # `none` -> None, `_1` -> 1
+            name = "Record" + name if python_name("Record" + name) else "Record"
         unique = next(c for c in (name, *(f"{name}{n}" for n in range(2, len(taken) + 2)))
                       if c not in taken)
         self.bodies[unique] = body
@@ -89,8 +108,7 @@ def _type_of(values: list[Any], name: str, records: Records) -> str | None:
 def _record(objects: list[dict], name: str, records: Records) -> str:
     keys = list(dict.fromkeys(k for o in objects for k in o))
     # a TypedDict field is a Python name, and one starting __ would be name-mangled
-    if not keys or not all(k.isidentifier() and not keyword.iskeyword(k) and not k.startswith("__")
-                           for k in keys):
+    if not keys or not all(python_name(k) and not k.startswith("__") for k in keys):
         return "dict"  # {} only, or keyed by ids: a mapping, not a record
     body = []
     for key in keys:
@@ -109,7 +127,7 @@ def signature(tool: str, calls: list[dict[str, Any]], records: Records) -> list[
     names = list(dict.fromkeys(k for args in calls for k in args))
     params = []
     for name in names:
-        if not name.isidentifier() or keyword.iskeyword(name):
+        if not python_name(name):
             raise InputError(f"tool {tool}: argument {name!r} is not a Python name; write {tool} "
                              "by hand (its schema comes from the function's parameters)")
         values = [args.get(name) for args in calls]
@@ -124,7 +142,9 @@ def signature(tool: str, calls: list[dict[str, Any]], records: Records) -> list[
 
 def _stub(tool: str, calls: list[dict[str, Any]], records: Records) -> str:
     params = signature(tool, calls, records)
-    handle = next(h for h in ("db", "database", "_db", "__db") if all(p != h for p, _, _ in params))
+    names = {p for p, _, _ in params}
+    handle = next(h for h in itertools.chain(("db", "database"), (f"_db{n}" for n in itertools.count()))
+                  if h not in names)
     args = "".join(f", {p}: {a}" for p, a, _ in params)
     mark = ("@tool(writes=True)  # guessed from the name; @tool if it only reads"
             if tool.startswith(WRITE_PREFIXES) else "@tool  # guessed from the name; "
@@ -134,23 +154,33 @@ def _stub(tool: str, calls: list[dict[str, Any]], records: Records) -> str:
               f'({len(calls)} gold call{"s" * (len(calls) != 1)}).')]
     if params:
         lines += ["", "    Args:"]
-        lines += [f"        {p}: e.g. {_example(e)}." for p, _, e in params]
+        lines += [f"        {p}: e.g. {docstring_text(_example(e))}." for p, _, e in params]
     lines += ['    """', f'    raise ToolError(NOT_WRITTEN.format("{tool}"))']
     return "\n".join(lines)
 
 
 def _example(value: Any) -> str:
-    text = orjson.dumps(value).decode()
+    # json, not orjson: a gold argument may hold a lone surrogate or an integer past 64 bits
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def tool_name_problem(name: Any) -> str | None:
+    """Why a tool cannot be a function of the generated tools.py under this name (None: it can)."""
+    if not python_name(name):
+        return "is not a Python name"
+    if name in HEADER_NAMES:
+        return f"would replace the name {name} that tools.py imports or defines"
+    if name in dir(builtins) or name.startswith("__"):
+        return "would replace a Python builtin or special name that tools.py uses"
+    return None
 
 
 def tools_source(domain: str, calls: dict[str, list[dict[str, Any]]]) -> str:
     for name in calls:
-        if not name.isidentifier() or keyword.iskeyword(name):
-            raise InputError(f"tool name {name!r} is not a Python name; rename it in tasks.json")
-        if name in HEADER_NAMES:
-            raise InputError(f"tool name {name!r} would replace the name {name} that tools.py "
-                             "imports or defines; rename the tool in tasks.json")
+        why = tool_name_problem(name)
+        if why:
+            raise InputError(f"tool name {name!r} {why}; rename the tool in tasks.json")
     records = Records(reserved=tuple(calls))
     stubs = [_stub(name, args, records) for name, args in calls.items()]
     header = TOOLS_HEADER.format(domain=domain).replace(
@@ -162,7 +192,7 @@ TOOLS_HEADER = '''"""Tools of the {domain} domain, imported from tau2-bench by `
 
 Tools are code, so the import does not translate them: each one here is a typed stub (argument
 types inferred from the gold calls) that fails with "not written yet". Write each body against the
-tables of schema.sql (its comments say where each column comes from in tau2's db.json), raise
+tables of schema.sql (tables.md says where each column comes from in tau2's db.json), raise
 ToolError with what the agent should be told, and mark the tools that change the database
 @tool(writes=True). `grade validate` names the stubs still to write.
 """

@@ -1,5 +1,5 @@
-"""Writing what `grade import tau2` translated: the domain folder (schema.sql, seed.py with its data
-under seed/, tools.py stubs, policy.md, checks.py when needed) and its task file."""
+"""Writing what `grade import tau2` translated: the domain folder (schema.sql and tables.md, seed.py
+with its data under seed/, tools.py stubs, policy.md, checks.py when needed) and its task file."""
 
 from __future__ import annotations
 
@@ -12,21 +12,30 @@ import orjson
 
 from endstate.core.env.domain import Domain
 from endstate.core.env.nested import MappingError, document_rows
-from endstate.core.errors import EndstateError, InputError
-from endstate.grade.authoring.nested_tables import create_statements, infer_mapping
+from endstate.core.errors import EndstateError, ExitCode, InputError
+from endstate.grade.authoring.nested_tables import column_guide, create_statements, infer_mapping
+from endstate.grade.authoring.staging import check_domain_name, staged
 from endstate.grade.authoring.tau2_import import Converted, Converter, Source
 from endstate.grade.authoring.tau2_stubs import CHECKS_SOURCE, SEED_SOURCE, tools_source
 
 SCHEMA_HEADER = """\
--- Tables of the {domain} domain, imported from tau2-bench by `grade import tau2` ({source}).
--- seed.py fills them from seed/db.json (the document, unchanged) through seed/mapping.json:
---   an object of objects, or an array, is a table: a row per entry (key column: the object key, or
---   the item field equal to it) or per item (key column: its position, from 0); one nested in a
---   row is a child table <table>__<field> whose first columns are its parent row's key;
---   an object of scalars is flattened into columns <field>__<subfield>; a field whose shape varies
---   is JSON text; booleans are 0/1; `_absent` lists the fields a row's item lacks.
--- The mapping is reversible: endstate.core.env.nested.rebuild_document(conn, mapping) gives the
--- document back (docs/domains.md).
+-- Tables of this domain, imported from tau2-bench by `grade import tau2`.
+-- seed.py fills them from seed/db.json (the document, unchanged) through seed/mapping.json;
+-- tables.md says where each table and column comes from in the document, and
+-- endstate.core.env.nested.rebuild_document(conn, mapping) gives the document back
+-- (docs/domains.md). Names come from the document's fields: always quoted, never in a comment.
+
+"""
+TABLES_HEADER = """\
+# The tables of domain {domain}
+
+Imported from tau2-bench by `grade import tau2`: where each table and column of schema.sql comes
+from in seed/db.json (seed/mapping.json says the same for code). An object of objects, or an
+array, is a table: a row per entry (key column: the object key, or the item field equal to it) or
+per item (key column: its position, from 0); one nested in a row is a child table
+`<table>__<field>` whose first columns are its parent row's key; an object of scalars is flattened
+into columns `<field>__<subfield>`; a field whose shape varies is JSON text; booleans are 0/1;
+`_absent` lists the fields a row's item lacks.
 
 """
 
@@ -41,9 +50,14 @@ class Written:
 
 
 def write_domain(source: Source, out: Path, force: bool = False) -> Written:
-    """Write the domain folder `out` (its name is the domain's) for `source`; the seed is built once
-    to prove the tables and data agree."""
-    domain = out.resolve().name
+    """Write the domain folder `out` (its name is the domain's) for `source`, whole or not at all:
+    into a temporary folder whose schema, seed and generated code are loaded before it is renamed
+    to `out` (staging.staged)."""
+    try:
+        domain = out.resolve().name
+    except (OSError, ValueError) as e:  # a name no file system takes (a lone surrogate)
+        raise EndstateError(f"--out {out!r:.80}: not a folder name this system can use ({e})") from None
+    check_domain_name(domain, f"--out {out}")
     if out.exists() and any(out.iterdir()) and not force:
         raise EndstateError(f"{out}: exists and is not empty; pass --force to overwrite the "
                             "imported files (an existing tools.py and checks.py are kept)")
@@ -53,28 +67,61 @@ def write_domain(source: Source, out: Path, force: bool = False) -> Written:
     except MappingError as e:
         raise InputError(f"{source.db_file}: {e.message}") from None
     converted = Converter(source, domain, mapping).convert()
-    (out / "seed").mkdir(parents=True, exist_ok=True)
-    (out / "tasks").mkdir(exist_ok=True)
+    files = _files(source, domain, mapping, converted)  # every refusal happens here, before a write
+    with staged(out, keep_existing=force) as tmp:
+        # code is the user's once written: a re-import (--force) keeps it
+        kept = [f for f in ("tools.py", "checks.py") if (tmp / f).exists()]
+        for name, data in files.items():
+            if name not in kept:
+                (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+                (tmp / name).write_bytes(data)
+        rows = _load(Domain(domain, tmp), [f for f in files if f.endswith(".py") and f not in kept])
+    return Written(Domain(domain, out), converted, rows, kept, out / "tasks" / f"{domain}.jsonl")
+
+
+def _files(source: Source, domain: str, mapping, converted: Converted) -> dict[str, bytes]:
+    """Every file the import writes, by its path in the domain folder."""
     data = (source.db_file.read_bytes() if source.db_file.suffix == ".json"
             else orjson.dumps(source.document, option=orjson.OPT_INDENT_2))  # TOML dates: ISO text
-    (out / "seed" / "db.json").write_bytes(data)
-    (out / "seed" / "mapping.json").write_bytes(mapping.to_json() + b"\n")
-    (out / "schema.sql").write_text(SCHEMA_HEADER.format(domain=domain, source=source.db_file.name)
-                                    + create_statements(mapping))
-    (out / "seed.py").write_text(SEED_SOURCE.format(domain=domain))
-    (out / "policy.md").write_text(source.policy)
-    # code is the user's once written: a re-import (--force) keeps it
-    kept = [f for f in ("tools.py", "checks.py") if (out / f).exists()]
-    if "tools.py" not in kept:
-        (out / "tools.py").write_text(tools_source(domain, converted.calls))
-    if converted.action_checks and "checks.py" not in kept:
-        (out / "checks.py").write_text(CHECKS_SOURCE.format(domain=domain))
-    tasks_file = out / "tasks" / f"{domain}.jsonl"
-    tasks_file.write_bytes(b"".join(orjson.dumps(t) + b"\n" for t in converted.tasks))
-    built = Domain(domain, out)
-    conn_bytes, _ = built.build_seed()
-    rows = _row_count(built, conn_bytes)
-    return Written(built, converted, rows, kept, tasks_file)
+    files = {"seed/db.json": data, "seed/mapping.json": mapping.to_json() + b"\n",
+             "schema.sql": (SCHEMA_HEADER + create_statements(mapping)).encode(),
+             "tables.md": (TABLES_HEADER.format(domain=domain) + column_guide(mapping)).encode(),
+             "seed.py": SEED_SOURCE.format(domain=domain).encode(),
+             "policy.md": source.policy.encode(),
+             "tools.py": tools_source(domain, converted.calls).encode(),
+             f"tasks/{domain}.jsonl": _task_lines(source, converted)}
+    if converted.action_checks:
+        files["checks.py"] = CHECKS_SOURCE.format(domain=domain).encode()
+    return files
+
+
+def _task_lines(source: Source, converted: Converted) -> bytes:
+    lines = []
+    for task in converted.tasks:
+        try:
+            lines.append(orjson.dumps(task) + b"\n")
+        except TypeError as e:  # a lone surrogate (a \ud800 escape), which no UTF-8 line holds
+            raise InputError(f"{source.tasks_file}: task {task['id']!r:.60} cannot be a JSONL record "
+                             f"({e}); fix that text in tasks.json") from None
+    return b"".join(lines)
+
+
+def _load(domain: Domain, generated: list[str]) -> int:
+    """Load what was generated (a module that does not load is endstate's bug, never the data's)
+    and build the seed once, proving the tables and data agree; the number of rows."""
+    try:
+        domain.tables
+        if "tools.py" in generated:
+            domain.tools_module
+        if "checks.py" in generated:
+            domain.checks_module
+        seed, _ = domain.build_seed()
+    except MappingError as e:
+        raise InputError(f"seed/db.json: {e.message}") from None
+    except (EndstateError, sqlite3.Error, SyntaxError) as e:
+        raise EndstateError(f"internal error: the generated domain does not load ({e}); nothing "
+                            "was written. Please report it.", ExitCode.INTERNAL) from None
+    return _row_count(domain, seed)
 
 
 def _row_count(domain: Domain, seed: bytes) -> int:

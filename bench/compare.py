@@ -1,0 +1,91 @@
+"""Set a `make bench` run's figures against the committed baseline; exit 1 on a regression.
+
+Each baseline figure has a tolerance, chosen from the noise of repeated runs on an idle 2-core box
+(docs/benchmarks.md): a figure that is worse than the baseline by more than its tolerance (as a
+fraction of the baseline) is a regression, and so is a baselined figure the run did not record.
+Better than the baseline by more than the tolerance is reported as an improvement: refresh the
+baseline with --update (it keeps each tolerance) and commit it.
+
+    python bench/compare.py out/bench/results.json [--baseline bench/baseline.json] [--update]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_TOLERANCE = 0.25
+MIN_TOLERANCE = 0.10
+
+
+def verdicts(results: dict, baseline: dict) -> list[tuple[str, str, str, str, str, str]]:
+    """(figure, baseline, now, change, tolerance, verdict) per baselined figure."""
+    rows = []
+    for name, base in sorted(baseline.items()):
+        tolerance = base.get("tolerance", DEFAULT_TOLERANCE)
+        now = results.get(name)
+        if now is None:
+            rows.append((name, f"{base['value']:g}", "-", "-", f"{tolerance:.0%}", "NOT MEASURED"))
+            continue
+        change = (now["value"] - base["value"]) / base["value"]
+        worse = change if base["better"] == "lower" else -change
+        verdict = "REGRESSION" if worse > tolerance else "better" if worse < -tolerance else "ok"
+        rows.append((name, f"{base['value']:g} {base['unit']}", f"{now['value']:g}",
+                     f"{change:+.0%}", f"{tolerance:.0%}", verdict))
+    return rows
+
+
+def from_runs(values: list[float]) -> dict:
+    """A figure measured several times: its median, and twice the runs' spread around it (at
+    least MIN_TOLERANCE) as the tolerance, so that noise alone fails the guard rarely."""
+    values = sorted(values)
+    median = statistics.median(values)
+    spread = (values[-1] - values[0]) / median if median else 0.0
+    return {"value": round(median, 4), "tolerance": round(max(MIN_TOLERANCE, 2 * spread), 2),
+            "runs": len(values)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", type=Path)
+    ap.add_argument("--baseline", type=Path, default=HERE / "baseline.json")
+    ap.add_argument("--update", action="store_true",
+                    help="write the run's figures as the new baseline, keeping each tolerance")
+    ap.add_argument("--noise", type=Path, nargs="+", metavar="RESULTS",
+                    help="with --update: more runs' results; the baseline is each figure's median "
+                         "over all runs and its tolerance twice their spread (at least 10%%)")
+    args = ap.parse_args()
+    if not args.results.exists():
+        print(f"compare: no results at {args.results}; run make bench", file=sys.stderr)
+        return 2
+    results = json.loads(args.results.read_text())
+    baseline = json.loads(args.baseline.read_text()) if args.baseline.exists() else {}
+    if args.update:
+        runs = [results, *(json.loads(p.read_text()) for p in args.noise or ())]
+        merged = {name: {**fig, "tolerance": baseline.get(name, {}).get("tolerance", DEFAULT_TOLERANCE)}
+                  for name, fig in results.items()}
+        if len(runs) > 1:
+            for name, fig in merged.items():
+                fig.update(from_runs([r[name]["value"] for r in runs if name in r]))
+        args.baseline.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
+        print(f"compare: wrote {len(merged)} figure(s) to {args.baseline}", file=sys.stderr)
+        return 0
+    rows = verdicts(results, baseline)
+    header = ("figure", "baseline", "now", "change", "tolerance", "verdict")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
+    bad = [r[0] for r in rows if r[5] in ("REGRESSION", "NOT MEASURED")]
+    if bad:
+        print(f"compare: {len(bad)} figure(s) regressed past their tolerance or went unmeasured: "
+              f"{', '.join(bad)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
