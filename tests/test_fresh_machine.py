@@ -72,8 +72,7 @@ def test_a_fresh_machine_runs_every_tool_with_records_only_on_stdout(tmp_path):
     assert all(v["sound"] for v in records(verdicts.stdout, "verdict"))
 
     # grpo writes its records into --out; its stdout stays empty even while DeepSpeed starts
-    # one.jsonl is a bench task: the pool's leak guard lets it in by name only (--allow-bench)
-    trained = tool("grpo", "train", "--pool", "one.jsonl", "--allow-bench", "--model", "embedded", "--out", "run",
+    trained = tool("grpo", "train", "--pool", "one.jsonl", "--model", "embedded", "--out", "run",
                    "--steps", "1", "--batch-tasks", "1", "--group-size", "2", "--max-rounds", "1",
                    "--micro-batch", "1", *EPISODE)
     assert trained.stdout == ""
