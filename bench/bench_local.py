@@ -32,6 +32,7 @@ from endstate.core.agent.sampling import Sampling
 from endstate.core.agent.trace import ChatTemplate
 from endstate.core.env.domain import Domains
 from endstate.core.env.sandbox import Sandbox
+from endstate.core.records.structs import as_dicts
 
 
 def prompts_of(domain_name: str, tokenizer, batch: int) -> tuple[list[list[int]], int]:
@@ -39,7 +40,7 @@ def prompts_of(domain_name: str, tokenizer, batch: int) -> tuple[list[list[int]]
     with Sandbox(domain, None, None) as sandbox:
         specs = [t.schema for t in sandbox.tools.values()]
     static = [{"role": "system", "content": render_system(domain.policy, specs)},
-              *(m for i, e in enumerate(few_shot_of(domain)) for m in e.messages(i))]
+              *as_dicts([m for i, e in enumerate(few_shot_of(domain)) for m in e.messages(i)])]
     template = ChatTemplate(tokenizer)
     prompts = [template.first_prompt([*static, {"role": "user", "content": f"Please close ticket "
                                                 f"T9{i:04d}, thanks{'!' * i}"}]) for i in range(batch)]
