@@ -63,14 +63,16 @@ def main() -> int:
         print(f"compare: no results at {args.results}; run make bench", file=sys.stderr)
         return 2
     results = json.loads(args.results.read_text())
-    baseline = json.loads(args.baseline.read_text()) if args.baseline.exists() else {}
+    baseline = json.loads(args.baseline.read_text()) \
+        if args.baseline.exists() and args.baseline.stat().st_size else {}
     if args.update:
         runs = [results, *(json.loads(p.read_text()) for p in args.noise or ())]
         merged = {name: {**fig, "tolerance": baseline.get(name, {}).get("tolerance", DEFAULT_TOLERANCE)}
                   for name, fig in results.items()}
-        if len(runs) > 1:
-            for name, fig in merged.items():
-                fig.update(from_runs([r[name]["value"] for r in runs if name in r]))
+        for name, fig in merged.items():
+            values = [r[name]["value"] for r in runs if name in r]
+            if len(values) > 1:  # measured once: its tolerance stays as it was (or the default)
+                fig.update(from_runs(values))
         args.baseline.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
         print(f"compare: wrote {len(merged)} figure(s) to {args.baseline}", file=sys.stderr)
         return 0
