@@ -303,5 +303,16 @@ def test_validate_reports_failing_gold_and_vacuous_checks(tmp_path, tasks):
     p = run_tool("grade", "validate", str(path))
     assert p.returncode == 1
     first, second = map(json.loads, p.stdout.splitlines())
-    assert 'gold call failed: {"error":"order W99999 not found"}' in first["problems"]
+    assert any(p.startswith('gold call #2 cancel_order failed: {"error":"order W99999 not found"}')
+               for p in first["problems"])
+    marked = copy.deepcopy(broken)
+    marked["gold"][2]["fails"] = True  # as tau2 keeps a gold call that fails: no longer a problem
+    path.write_text(json.dumps(marked) + "\n")
+    problems = json.loads(run_tool("grade", "validate", str(path)).stdout)["problems"]
+    assert not any("#2 cancel_order failed" in p for p in problems), problems
+    working = copy.deepcopy(tasks.get("retail-cancel-pending"))
+    working["gold"][2]["fails"] = True
+    path.write_text(json.dumps(working) + "\n")
+    problems = json.loads(run_tool("grade", "validate", str(path)).stdout)["problems"]
+    assert 'gold call #2 cancel_order is marked "fails" but succeeded' in problems
     assert "doing nothing passes every check: add a check on the intended outcome" in second["problems"]

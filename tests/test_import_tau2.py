@@ -151,7 +151,10 @@ def test_the_import_writes_a_domain_and_its_tasks(imported):
     assert "You are brisk and polite." in user["instruction"]
     assert "Your customer id is ana_ruiz_1. The rental is R1001." in user["instruction"]
     assert user["opening"]
-    assert "skipped tau2 task 4: actions with requestor 'user'" in stderr
+    assert "skipped tau2 task 4: actions the user makes (tap_unlock)" in stderr
+    # tau2's description travels as notes; a task its notes call wrong is tagged known-bad
+    assert tasks["cyclehire-0"]["notes"] == "purpose: A plain return."
+    assert tasks["cyclehire-3"]["tags"] == ["source:tau2:3", "known-bad"]
     assert "skipped tau2 task 5: ENV_ASSERTION" in stderr
     assert "tools are code, so they are not translated" in stderr
     assert "hours: int, payment_id: str" in (out / "tools.py").read_text()
@@ -247,6 +250,49 @@ def test_key_columns_never_clash_with_fields_or_each_other():
     assert mapping.by_name["a__a__a"].key_columns == ["a_id", "parent__a_id", "id"]
 
 
+CLASHING = {
+    # siblings with different key sets, and keys SQLite's column names cannot tell apart (`X`/`x`,
+    # a field named `a__b` beside record `a`'s `b`, a field named `_absent`)
+    "bikes": [{"X": 1, "x": "one", "a": {"b": 2}, "a__b": 3},
+              {"x": "two", "_absent": True, "id": 7},
+              {"X": None, "a": {"b": None, "c": [1]}, "note": {"k": {"v": 1}}}],
+    "Orders": {"o1": {"n": 1}}, "orders": {"o1": {"N": 2, "n": 3}},
+}
+
+
+def test_keys_sqlite_cannot_tell_apart_get_their_own_columns_and_come_back():
+    mapping = Mapping.from_json(infer_mapping(CLASHING).to_json())
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(create_statements(mapping))
+    insert_document(conn, CLASHING, mapping)
+    assert rebuild_document(conn, mapping) == CLASHING
+    bikes = mapping.by_name["bikes"]
+    assert {leaf.name: leaf.path for leaf in bikes.leaves if leaf.name.lower().startswith(
+        ("x", "a__b", "_absent"))} == {"X": ["X"], "x_2": ["x"], "a__b": ["a", "b"],
+                                       "a__b_2": ["a__b"], "_absent_2": ["_absent"]}
+    assert sorted(t.name for t in mapping.tables) == [
+        "Orders", "bikes", "bikes__a__c", "bikes__note", "document", "orders_2"]
+    assert mapping.by_name["orders_2"].source == "/orders"
+
+
+def test_fields_only_some_documents_hold_get_columns_but_no_rows():
+    """The shapes (each task's document, the data model's fields) add columns, never rows."""
+    document = {"orders": {"o1": {"id": "o1", "status": "open"}}}
+    shape = {"orders": {"o2": {"id": "o2", "status": "cancelled", "cancel_reason": "late",
+                               "items": [{"sku": "a"}]}},
+             "refunds": [{"amount": 1.5}]}
+    mapping = infer_mapping(document, shape)
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(create_statements(mapping))
+    insert_document(conn, document, mapping)
+    assert rebuild_document(conn, mapping) == document
+    assert [r[1:] for r in conn.execute("PRAGMA table_info(orders)")][:4] == [
+        ("id", "TEXT", 1, None, 1), ("status", "TEXT", 0, None, 0),
+        ("cancel_reason", "TEXT", 0, None, 0), ("_absent", "TEXT", 0, None, 0)]
+    assert conn.execute("SELECT count(*) FROM refunds").fetchone() == (0,)
+    assert mapping.by_name["orders"].key_is_field and "orders__items" in mapping.by_name
+
+
 def test_deep_and_wide_documents_map_or_are_refused_by_name():
     """Each level of nesting adds a key column to every table below it: 32 levels map (fast: the
     column types of a table are read from its parent once), 33 are refused, as is a row wider than
@@ -311,7 +357,6 @@ def tasks_with(edit):
     ({"tasks_json": tasks_with(lambda t: t[3].update(user_scenario={"instructions": 7}))},
      4, "tasks.json: task '3': user_scenario.instructions: expected dict or str, got int"),
     ({"split_tasks_json": '{"train": "0"}'}, 4, "split_tasks.json: expected an object of split"),
-    ({"policy_md": None}, 5, "policy.md: not found (nor main_policy.md)"),
     ({"db_json": '{"bikes": {"B-01": {"rate": NaN}}}'}, 4, "db.json: not valid JSON: NaN is not"),
     ({"db_json": '{"bikes": {"B-01": {"serial": 18446744073709551616}}}'},
      4, "db.json: /bikes/B-01/serial: 18446744073709551616: SQLite stores 64-bit integers"),
@@ -321,8 +366,6 @@ def tasks_with(edit):
      4, "db.json: /bikes/B-01/log: [1, 'two', -9223372036854775809]: SQLite stores"),
     ({"db_json": '{"sqlite_stat1": {"a": {"b": 1}}}'}, 4, "field 'sqlite_stat1' would be a table"),
     ({"db_json": '{"t": ' + "[" * 5000 + "]" * 5000 + "}"}, 4, "db.json: nested too deep to read"),
-    ({"db_json": '{"bikes": {"B-01": {"Model": "X", "model": "Y"}}}'},
-     4, "db.json: /bikes: two fields map to column 'Model' of table bikes; rename one"),
     ({"tasks_json": tasks_with(lambda t: t[2]["initial_state"]["initialization_data"].update(
         agent_data=[1]))},
      4, "task '2': initial_state.initialization_data.agent_data: expected dict, got list"),

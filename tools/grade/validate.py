@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from endstate.core.episode.replay import failed_calls, replay
+from endstate.core.episode.replay import failed_steps, replay
 from endstate.core.errors import ConfigurationError, EndstateError
 from endstate.core.grading.grader import Grader, reward
 
@@ -32,7 +32,7 @@ def validate_task(grader: Grader, task: dict[str, Any]) -> dict[str, Any]:
             problems.append(f"gold uses unknown tool(s) {unknown}")
             return verdict
         gold_episode, results = _score(grader, task, gold)
-        problems += [f"gold call failed: {e}" for e in failed_calls(gold_episode)]
+        problems += _failures(gold, failed_steps(gold_episode))
         verdict["gold_reward"] = reward(results)
         verdict["unverified_checks"] = [r["id"] for r in results if r["passed"] is None]
         if not verdict["gold_reward"]:
@@ -60,3 +60,17 @@ def validate_task(grader: Grader, task: dict[str, Any]) -> dict[str, Any]:
 
 def _args(args: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in args.items())
+
+
+def _failures(gold: list[dict[str, Any]], failed: dict[int, str]) -> list[str]:
+    """A gold call that fails is a problem, unless the task says it fails (`fails`: as it does in
+    the benchmark the task comes from); one said to fail that succeeds is a problem too."""
+    out = []
+    for i, step in enumerate(gold):
+        expected = step.get("fails", False)
+        if i in failed and not expected:
+            out.append(f"gold call #{i} {step['tool']} failed: {failed[i]} (if the source "
+                       "benchmark's gold fails there too, mark the step \"fails\": true)")
+        elif expected and i not in failed:
+            out.append(f"gold call #{i} {step['tool']} is marked \"fails\" but succeeded")
+    return out

@@ -90,7 +90,7 @@ class TableMap:
 
     @property
     def stored(self) -> bool:
-        return self.container != "root" or bool(self.leaves)
+        return self.container != "root" or bool(self.leaves) or self.absent
 
     @property
     def key_columns(self) -> list[str]:

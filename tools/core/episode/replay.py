@@ -54,7 +54,7 @@ def replay(domain: Domain, record: dict[str, Any], steps: list[Step]) -> dict[st
             seed_digest=sandbox.seed_digest, usage={}, cost_usd=0.0).record()
 
 
-def failed_calls(episode: dict[str, Any]) -> list[str]:
-    """The error observations of an episode's tool calls, for reports."""
-    return [m["content"] for m in episode["messages"]
-            if m["role"] == "tool" and m.get("content", "").startswith('{"error"')]
+def failed_steps(episode: dict[str, Any]) -> dict[int, str]:
+    """The error observation of each replayed step that failed, by the step's index."""
+    return {int(m["tool_call_id"].rpartition("_")[2]): m["content"] for m in episode["messages"]
+            if m["role"] == "tool" and m.get("content", "").startswith('{"error"')}

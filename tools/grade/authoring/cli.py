@@ -10,6 +10,7 @@ from endstate.core.cli.command import CONTEXT_SETTINGS, common_options
 from endstate.grade.authoring.scaffold import new_domain as write_scaffold
 from endstate.grade.authoring.scaffold import next_steps
 from endstate.grade.authoring.tau2_import import read_source
+from endstate.grade.authoring.tau2_model import read_data_model
 from endstate.grade.authoring.tau2_write import report, write_domain
 
 
@@ -30,8 +31,15 @@ def import_group():
 @click.option("--force", is_flag=True,
               help="Write into --out although it holds files (existing tools.py and checks.py "
                    "are kept).")
+@click.option("--data-model", "data_model", type=click.Path(dir_okay=False, path_type=Path),
+              help="tau2's data_model.py for this domain, read as text (never run): every field "
+                   "it declares gets a typed column, also those no record holds yet.")
+@click.option("--tasks", "tasks_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="The task file, when it is not FOLDER/tasks.json (nor the one tasks*.json).")
+@click.option("--policy", "policy_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="The agent's policy, when it is not FOLDER/policy.md (nor main_policy.md).")
 @common_options()
-def tau2(folder, out_dir, force):
+def tau2(folder, out_dir, force, data_model, tasks_file, policy_file):
     """Import a tau2-bench domain folder (db.json or db.toml, tasks.json, policy.md, optional
     split_tasks.json): the database as tables seeded from a copy of it, the policy, and each task
     with its gold calls, its checks (from the reward basis), its user and its split. Tools are
@@ -39,10 +47,12 @@ def tau2(folder, out_dir, force):
 
     \b
     Example:
-      grade import tau2 tau2-bench/data/tau2/domains/airline --out mine/airline
+      grade import tau2 tau2-bench/data/tau2/domains/airline --out mine/airline \\
+          --data-model tau2-bench/src/tau2/domains/airline/data_model.py
       grade validate --domains mine/airline mine/airline/tasks/airline.jsonl
     """
-    written = write_domain(read_source(folder), out_dir, force)
+    model = read_data_model(data_model) if data_model else None
+    written = write_domain(read_source(folder, tasks_file, policy_file), out_dir, force, model)
     for line in report(written, out_dir):
         click.echo(line, err=True)
 

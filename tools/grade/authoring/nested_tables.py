@@ -5,7 +5,6 @@ endstate.core.env.nested (a domain's seed.py uses them at run time)."""
 from __future__ import annotations
 
 import re
-from collections import Counter
 from typing import Any
 
 from endstate.core.env.domain import LOG_PREFIX
@@ -60,27 +59,35 @@ def _kind(values: list[Any]) -> str:
     return _scalar_type(values) if all(map(_is_scalar, values)) else "json"
 
 
-def infer_mapping(document: Any) -> Mapping:
-    """The tables a document becomes (module docstring); deterministic for a given document."""
+def infer_mapping(document: Any, *shapes: dict) -> Mapping:
+    """The tables a document becomes (module docstring); deterministic for given documents.
+    `shapes`: more documents whose fields must have a place too, though their rows are not
+    stored (the document as each task's init changes it, the data model's declared fields)."""
     if not isinstance(document, dict):
         raise MappingError(f"the document is a JSON {type(document).__name__}; endstate maps a "
                            "JSON object whose fields hold the collections")
-    tables: list[TableMap] = []
-    _infer_table(ROOT, "", "", "root", [], [document], tables)
+    tables = _Tables()
+    _infer_table(ROOT, "", "", "root", [], [document, *shapes], tables)
     names = [t.name for t in tables]
-    twice = _twice(names)
-    if twice:
-        raise MappingError(f"two containers map to table {twice[0]!r}; rename a field")
     reserved = next((n for n in names if n.lower().startswith(RESERVED_PREFIXES)), None)
     if reserved:
         raise MappingError(f"field {reserved!r} would be a table named so, and SQLite and endstate "
                            f"reserve names starting {' or '.join(RESERVED_PREFIXES)}; rename it")
-    return Mapping(tables)
+    return Mapping(list(tables))
+
+
+class _Tables(list):
+    """The tables inferred so far, and the names given out (a child's table is named when its
+    parent is inferred, before its rows are)."""
+
+    def __init__(self):
+        super().__init__()
+        self.taken: set[bytes] = set()
 
 
 def _infer_table(name: str, entry: str, source: str, container: str,
                  inherited_from: list[tuple[str, str]], items: list[tuple[Any, Any]] | list[Any],
-                 out: list[TableMap]) -> None:
+                 out: _Tables) -> None:
     """Add table `name` for `items` ((key, item) pairs; the root's one document) and its children.
     `inherited_from`: (the column's name here, the parent's key column) for each parent key."""
     if len(inherited_from) > MAX_DEPTH:  # each level adds a key column to every table below
@@ -92,11 +99,11 @@ def _infer_table(name: str, entry: str, source: str, container: str,
         leaves.append(Leaf("value", [], _scalar_type(values)))
     else:
         _infer_fields(name, container, values, [], leaves, children, containers)
-    names = [e.name for e in [*leaves, *children]]
-    clash = _twice([*names, ABSENT])
-    if clash:
-        raise MappingError(f"{source or '/'}: two fields map to column {clash[0]!r} of table "
-                           f"{name}; rename one")
+    _rename_clashing_columns([*leaves, *children])
+    if container == "root":
+        out.taken.add(_sql(ROOT))
+    for child in children:  # `Orders` and `orders`, or field `a__b` and `a`'s `b`: one table
+        child.table = _free_name(child.table, out.taken)
     taken = {_sql(leaf.name) for leaf in leaves} | {_sql(ABSENT)}
     inherited: list[list[str]] = []
     for col, parent_col in inherited_from:
@@ -120,21 +127,33 @@ def _infer_table(name: str, entry: str, source: str, container: str,
         # a child names its parent's key user_id as is, a made-up one as payments_position
         keys = [] if container == "root" else [(c, c) for c, _ in inherited] + [
             (key if table.key_is_field else f"{entry}_{key}", key)]
-        kind, present = containers[child.name]
+        kind, present = containers[tuple(child.path)]
         pairs = [pair for c in present for pair in items_of(c, kind)]
         _infer_table(child.table, child.name, f"{source}{'' if container == 'root' else '/*'}/"
                      f"{'/'.join(child.path)}", kind, keys, pairs, out)
 
 
+def _rename_clashing_columns(entries: list[Leaf | Child]) -> None:
+    """Fields SQLite would take for one column (`X` and `x`: its names ignore ASCII case; `a__b`
+    and record `a`'s `b`; a field named `_absent`) get the first free `<name>_<n>`, n = 2, 3...:
+    the mapping keeps each field's path, so the document comes back with its own keys."""
+    taken = {_sql(ABSENT)}
+    for entry in entries:
+        entry.name = _free_name(entry.name, taken)
+
+
+def _free_name(name: str, taken: set[bytes]) -> str:
+    """`name`, or `<name>_<n>` with the smallest n >= 2 that `taken` lacks; added to `taken`."""
+    free, n = name, 2
+    while _sql(free) in taken:
+        free, n = f"{name}_{n}", n + 1
+    taken.add(_sql(free))
+    return free
+
+
 def _sql(name: str) -> bytes:
     """A name as SQLite compares identifiers: ASCII letters without case (`ID` is `id`)."""
     return name.encode().lower()
-
-
-def _twice(names: list[str]) -> list[str]:
-    """The names SQLite would take for another of them, sorted."""
-    count = Counter(map(_sql, names))
-    return sorted(n for n in names if count[_sql(n)] > 1)
 
 
 def _free_key(names: tuple[str, ...], taken: set[bytes]) -> str:
@@ -160,7 +179,7 @@ def _infer_fields(table: str, container: str, values: list[dict], prefix: list[s
         elif kind in ("object", "array"):
             child_table = entry if container == "root" else f"{table}__{entry}"
             children.append(Child(entry, path, child_table))
-            containers[entry] = (kind, present)
+            containers[tuple(path)] = (kind, present)
         else:
             leaves.append(Leaf(entry, path, kind))
 

@@ -13,8 +13,8 @@ a message history): those are skipped, each with its reason, never graded more l
 
 from __future__ import annotations
 
-import copy
 import json
+import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +32,11 @@ CRITERIA = "evaluation_criteria"
 CRITERIA_KEYS = {"actions", "env_assertions", "communicate_info", "nl_assertions", "reward_basis"}
 DEFAULT_BASIS = ["DB", "COMMUNICATE"]  # tau2's default, as in the original tau-bench
 OPENING = "Hi, I need some help, please."
+# A task its own notes call wrong (tau2 keeps such tasks and says so in their description): tagged,
+# so that `grade tasks --tag` can leave them out of a pool or a report.
+KNOWN_BAD = "known-bad"
+KNOWN_BAD_TEXT = re.compile(r"known[ -](bad|issue|problem|bug)|\b(incorrect|wrong|broken|buggy) "
+                            r"(gold|annotation|ground[ -]truth|label|task)|\bmislabel", re.I)
 INSTRUCTION_PARTS = (("reason_for_call", "Why you are contacting support"),
                      ("known_info", "What you know"), ("unknown_info", "What you do not know"),
                      ("task_instructions", "How to act"))
@@ -48,6 +53,7 @@ class Source:
     tasks: list[Any]
     policy: str
     splits: dict[str, str]  # tau2 task id -> split
+    warnings: list[str] = field(default_factory=list)  # for the import's report
 
 
 @dataclass
@@ -57,6 +63,16 @@ class Converted:
     calls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # tool -> gold arguments
     action_checks: bool = False  # some task needs checks.py's tau2_action
     vacuous: list[str] = field(default_factory=list)  # ids of tasks an idle agent passes
+
+
+def task_notes(description: Any) -> str:
+    """tau2's task description (purpose, relevant policies, notes) as the task's notes."""
+    if isinstance(description, str):
+        return description.strip()
+    if not isinstance(description, dict):
+        return ""
+    return "\n".join(f"{key.replace('_', ' ')}: {value.strip() if isinstance(value, str) else value}"
+                     for key, value in description.items() if value not in (None, "", [], {}))
 
 
 class Skip(Exception):
@@ -91,29 +107,44 @@ def _exact_json(data: bytes) -> Any:
     return json.loads(data, parse_constant=refuse)
 
 
-def read_source(folder: Path) -> Source:
+def read_source(folder: Path, tasks_file: Path | None = None,
+                policy_file: Path | None = None) -> Source:
     db_file = next((folder / n for n in ("db.json", "db.toml") if (folder / n).exists()),
                    folder / "db.json")
     document = _load(db_file, _exact_json)
     if not isinstance(document, dict):
         raise InputError(f"{db_file}: the database must be a JSON object (collections by name), "
                          f"not a {type(document).__name__}")
-    tasks_file = folder / "tasks.json"
+    tasks_file = tasks_file or _tasks_file(folder)
     tasks = _load(tasks_file)
     if not isinstance(tasks, list):
         raise InputError(f"{tasks_file}: expected a JSON array of tasks, got "
                          f"{type(tasks).__name__}")
-    policy_file = next((folder / n for n in ("policy.md", "main_policy.md")
-                        if (folder / n).exists()), None)
-    if policy_file is None:
-        raise FileError(f"{folder / 'policy.md'}: not found (nor main_policy.md); the agent's "
-                        "policy is required")
+    warnings = []
+    policy_file = policy_file or next((folder / n for n in ("policy.md", "main_policy.md")
+                                       if (folder / n).exists()), None)
+    if policy_file is None:  # tau2's banking_knowledge builds its policy from documents
+        warnings.append(f"{folder}: no policy.md (nor main_policy.md): the agent gets no policy; "
+                        "pass --policy FILE to give it one")
     try:
-        policy = policy_file.read_bytes().decode()
+        policy = policy_file.read_bytes().decode() if policy_file else ""
+    except FileNotFoundError:
+        raise FileError(f"{policy_file}: not found (--policy)") from None
     except UnicodeDecodeError as e:
         raise InputError(f"{policy_file}: not UTF-8 text: {e}") from None
     return Source(folder, db_file, document, tasks_file, tasks, policy,
-                  _splits(folder / "split_tasks.json"))
+                  _splits(folder / "split_tasks.json"), warnings)
+
+
+def _tasks_file(folder: Path) -> Path:
+    """tasks.json, else the one tasks*.json there is (telecom ships tasks_small.json)."""
+    if (folder / "tasks.json").exists():
+        return folder / "tasks.json"
+    found = sorted(folder.glob("tasks*.json"))
+    if len(found) > 1:
+        raise InputError(f"{folder}: several task files ({', '.join(f.name for f in found)}) and "
+                         "no tasks.json: pass --tasks FILE to choose one")
+    return found[0] if found else folder / "tasks.json"
 
 
 def _splits(path: Path) -> dict[str, str]:
@@ -208,20 +239,30 @@ def _initial_state(raw: dict, where: str) -> tuple[dict, dict]:
 
 def _untranslatable(raw: dict, actions: list[dict], basis: list[str], criteria: dict,
                     where: str) -> None:
+    """Raise Skip with the first thing the task needs that endstate does not model, the user's
+    side first (what most such tasks are about)."""
     state, data = _initial_state(raw, where)
-    if state.get("initialization_actions"):
+    setup = state.get("initialization_actions") or []
+    user_setup = sorted({a.get("func_name", "?") for a in setup
+                         if isinstance(a, dict) and a.get("env_type") == "user"})
+    if user_setup:
+        raise Skip(f"initialization_actions on the user's side ({', '.join(user_setup)}): the "
+                   "user's device state; endstate's simulated users have no tools or state")
+    if data.get("user_data"):
+        raise Skip("initial_state.initialization_data.user_data: the user's device state; "
+                   "endstate's users have no tools or state")
+    user_calls = sorted({a["name"] for a in actions if a.get("requestor", "assistant") == "user"})
+    if user_calls:
+        raise Skip(f"actions the user makes ({', '.join(user_calls)}): endstate's simulated users "
+                   "have no tools")
+    if "ENV_ASSERTION" in basis and criteria.get("env_assertions"):
+        raise Skip("ENV_ASSERTION in reward_basis: env assertions are tau2 code, not data; "
+                   "grading without them would be more lenient than tau2")
+    if setup:
         raise Skip("initial_state.initialization_actions: setup calls on tau2's environment; "
                    "endstate sets a task up with rows (init): write them as the task's init")
     if state.get("message_history"):
         raise Skip("initial_state.message_history: endstate starts every episode at the opening")
-    if data.get("user_data"):
-        raise Skip("initial_state.initialization_data.user_data: the user's device state; "
-                   "endstate's users have no tools or state")
-    if any(a.get("requestor", "assistant") == "user" for a in actions):
-        raise Skip("actions with requestor 'user': endstate's simulated users have no tools")
-    if "ENV_ASSERTION" in basis and criteria.get("env_assertions"):
-        raise Skip("ENV_ASSERTION in reward_basis: env assertions are tau2 code, not data; "
-                   "grading without them would be more lenient than tau2")
 
 
 def _checks(criteria: dict, actions: list[dict], basis: list[str], where: str) -> list[dict]:
@@ -303,9 +344,11 @@ class Converter:
         if not actions and all(c["kind"] == "gold_state" for c in checks):
             out.vacuous.append(raw["id"])  # tau2 scores doing nothing 1 here; validate will say so
         task_id = raw["id"]
+        notes = task_notes(raw.get("description"))
+        tags = [f"source:tau2:{task_id}", *([KNOWN_BAD] if KNOWN_BAD_TEXT.search(notes) else [])]
         task = {"id": f"{self.domain}-{task_id}", "domain": self.domain,
                 **({"split": self.source.splits[task_id]} if task_id in self.source.splits else {}),
-                "tags": [f"source:tau2:{task_id}"],
+                "tags": tags, **({"notes": notes} if notes else {}),
                 "user": {"instruction": instruction, "opening": OPENING},
                 **({"init": init} if init else {}), "checks": checks, "gold": gold}
         wrong = problem("task", task)
@@ -319,8 +362,7 @@ class Converter:
         if not data:
             return {}
         try:
-            changed = document_rows(_deep_update(copy.deepcopy(self.source.document), data),
-                                    self.mapping)
+            changed = document_rows(updated(self.source.document, data), self.mapping)
         except MappingError as e:
             raise Skip("initialization_data.agent_data does not fit the tables: "
                        f"{e.message}") from None
@@ -358,11 +400,26 @@ def _init_row(t: TableMap, before: tuple | None, after: tuple) -> dict[str, Any]
     return {c: a for c, b, a in zip(t.columns, before, after) if c in keys or a != b}
 
 
-def _deep_update(target: dict, update: dict) -> dict:
-    """tau2's update of a document: objects merge key by key, anything else replaces."""
+def updated(document: dict, update: dict) -> dict:
+    """tau2's update of a document (objects merge key by key, anything else replaces), as a new
+    document sharing what the update leaves alone with `document`."""
+    out = dict(document)
     for key, value in update.items():
-        if isinstance(value, dict) and isinstance(target.get(key), dict):
-            _deep_update(target[key], value)
+        if isinstance(value, dict) and isinstance(document.get(key), dict):
+            out[key] = updated(document[key], value)
         else:
-            target[key] = value
-    return target
+            out[key] = value
+    return out
+
+
+def init_documents(source: Source) -> list[dict]:
+    """The document as each task's initialization_data.agent_data leaves it: its fields need
+    columns too (a task may set a field, or fill a collection, the seed does not hold)."""
+    out = []
+    for raw in source.tasks:
+        state = raw.get("initial_state") if isinstance(raw, dict) else None
+        data = ((state.get("initialization_data") if isinstance(state, dict) else None) or {})
+        agent = data.get("agent_data") if isinstance(data, dict) else None
+        if isinstance(agent, dict) and agent:
+            out.append(updated(source.document, agent))
+    return out

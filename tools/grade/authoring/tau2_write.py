@@ -15,7 +15,8 @@ from endstate.core.env.nested import MappingError, document_rows
 from endstate.core.errors import EndstateError, ExitCode, InputError
 from endstate.grade.authoring.nested_tables import column_guide, create_statements, infer_mapping
 from endstate.grade.authoring.staging import check_domain_name, staged
-from endstate.grade.authoring.tau2_import import Converted, Converter, Source
+from endstate.grade.authoring.tau2_import import Converted, Converter, Source, init_documents
+from endstate.grade.authoring.tau2_model import DataModel, model_warnings
 from endstate.grade.authoring.tau2_stubs import CHECKS_SOURCE, SEED_SOURCE, tools_source
 
 SCHEMA_HEADER = """\
@@ -47,9 +48,11 @@ class Written:
     rows: int
     kept: list[str]  # files of the user's that --force did not overwrite
     tasks_file: Path
+    warnings: list[str]
 
 
-def write_domain(source: Source, out: Path, force: bool = False) -> Written:
+def write_domain(source: Source, out: Path, force: bool = False,
+                 model: DataModel | None = None) -> Written:
     """Write the domain folder `out` (its name is the domain's) for `source`, whole or not at all:
     into a temporary folder whose schema, seed and generated code are loaded before it is renamed
     to `out` (staging.staged)."""
@@ -62,7 +65,8 @@ def write_domain(source: Source, out: Path, force: bool = False) -> Written:
         raise EndstateError(f"{out}: exists and is not empty; pass --force to overwrite the "
                             "imported files (an existing tools.py and checks.py are kept)")
     try:
-        mapping = infer_mapping(source.document)
+        shapes = [*init_documents(source), *([model.shape] if model else [])]
+        mapping = infer_mapping(source.document, *shapes)
         document_rows(source.document, mapping)  # values SQLite cannot hold, before writing a file
     except MappingError as e:
         raise InputError(f"{source.db_file}: {e.message}") from None
@@ -76,7 +80,8 @@ def write_domain(source: Source, out: Path, force: bool = False) -> Written:
                 (tmp / name).parent.mkdir(parents=True, exist_ok=True)
                 (tmp / name).write_bytes(data)
         rows = _load(Domain(domain, tmp), [f for f in files if f.endswith(".py") and f not in kept])
-    return Written(Domain(domain, out), converted, rows, kept, out / "tasks" / f"{domain}.jsonl")
+    return Written(Domain(domain, out), converted, rows, kept, out / "tasks" / f"{domain}.jsonl",
+                   [*source.warnings, *model_warnings(source.folder, source.document, model)])
 
 
 def _files(source: Source, domain: str, mapping, converted: Converted) -> dict[str, bytes]:
@@ -143,6 +148,7 @@ def report(written: Written, out: Path) -> list[str]:
              f"wrote {written.tasks_file}: {len(c.tasks)} of {total} tasks ("
              + ", ".join(f"{s} ×{n}" for s, n in splits.items()) + ")"]
     lines += [f"  skipped tau2 task {task_id}: {why}" for task_id, why in c.skipped]
+    lines += [f"warning: {w}" for w in written.warnings]
     if c.vacuous:
         lines.append(f"  {len(c.vacuous)} task(s) pass an agent that does nothing (no gold call "
                      "and nothing to say; tau2 scores them so too): tau2 id(s) "

@@ -1,0 +1,218 @@
+"""`grade import tau2 --data-model FILE`: a tau2 data_model.py read as text (Python's ast; the file is
+never imported or run), giving the shape of a document that holds every field the model declares.
+The import infers its tables from the data and this shape together, so a field no record holds yet
+(a cancel reason, an exchange's items) still gets a typed column for the tools to write.
+
+What is read: pydantic classes (a class with fields `name: annotation [= default]`, bases from the
+same file included), `class X(str, Enum)` enums, `Name = Literal[...]` aliases, and the one class
+based on tau2's `DB`: the document. Annotations: str, int, float, bool, dates and times (ISO text),
+Optional / Union / `X | None`, Literal, Annotated, List / Set / Tuple / Sequence, Dict, Any, and
+the file's own models; anything else is a field of unknown shape, which constrains nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from endstate.core.errors import FileError, InputError
+
+SAMPLE = "__endstate_model__"  # every text value and object key of the shape: a key equal to a
+# field's value is how the importer recognizes a key field, and this keeps the data's choice
+_SCALARS = {"str": SAMPLE, "int": 0, "float": 0.0, "bool": False, "datetime": SAMPLE,
+            "date": SAMPLE, "time": SAMPLE, "timedelta": SAMPLE, "Decimal": 0.0, "UUID": SAMPLE,
+            "EmailStr": SAMPLE, "AnyUrl": SAMPLE, "HttpUrl": SAMPLE}
+_LISTS = {"List", "list", "Set", "set", "FrozenSet", "frozenset", "Sequence", "Tuple", "tuple"}
+_DICTS = {"Dict", "dict", "Mapping", "MutableMapping"}
+_OPTIONAL = {"Optional", "Union", "Annotated"}
+UNKNOWN = object()  # a field whose shape the file does not say: left out of the shape
+
+
+@dataclass
+class DataModel:
+    path: Path
+    db_class: str
+    shape: dict[str, Any]  # a document with every declared field
+    fields: list[str]  # each declared field's path in the document, `/`-joined, `*` per entry
+
+
+def read_data_model(path: Path) -> DataModel:
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except FileNotFoundError:
+        raise FileError(f"{path}: not found (--data-model: tau2's data_model.py)") from None
+    except (SyntaxError, ValueError) as e:
+        raise InputError(f"{path}: not Python that can be read ({e}); --data-model reads the "
+                         "tau2 domain's data_model.py as text") from None
+    reader = _Reader(tree)
+    roots = [name for name, bases in reader.bases.items() if "DB" in bases]
+    if len(roots) != 1:
+        found = f"{len(roots)}: {', '.join(roots)}" if roots else "none"
+        raise InputError(f"{path}: expected one class based on tau2's DB (the database), found "
+                         f"{found}")
+    fields: list[str] = []
+    shape = reader.model(roots[0], "", fields, ())
+    return DataModel(path, roots[0], shape, fields)
+
+
+class _Reader:
+    def __init__(self, tree: ast.Module):
+        self.bases: dict[str, list[str]] = {}
+        self.fields: dict[str, list[tuple[str, ast.expr]]] = {}
+        self.enums: dict[str, Any] = {}
+        self.aliases: dict[str, ast.expr] = {}
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                self._class(node)
+            elif (isinstance(node, ast.Assign) and len(node.targets) == 1
+                  and isinstance(node.targets[0], ast.Name)):
+                self.aliases[node.targets[0].id] = node.value  # TaskStatus = Literal[...]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and \
+                    node.value is not None:
+                self.aliases[node.target.id] = node.value
+
+    def _class(self, node: ast.ClassDef) -> None:
+        bases = [_name(b) for b in node.bases]
+        if any(b in ("Enum", "StrEnum", "IntEnum") for b in bases):
+            values = [s.value.value for s in node.body if isinstance(s, ast.Assign)
+                      and isinstance(s.value, ast.Constant)]
+            self.enums[node.name] = values[0] if values else SAMPLE
+            return
+        self.bases[node.name] = bases
+        self.fields[node.name] = [(s.target.id, s.annotation) for s in node.body
+                                  if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+                                  and not _is_classvar(s.annotation)]
+
+    def model(self, name: str, at: str, fields: list[str], seen: tuple[str, ...]) -> Any:
+        """The shape of model `name`: each field, its own fields included (a model that holds
+        itself, directly or not, stops there: its shape is unknown below)."""
+        if name in seen:
+            return UNKNOWN
+        out: dict[str, Any] = {}
+        for base in self.bases.get(name, []):
+            if base in self.fields:
+                shape = self.model(base, at, fields, (*seen, name))
+                out.update(shape if isinstance(shape, dict) else {})
+        for field, annotation in self.fields.get(name, []):
+            fields.append(f"{at}/{field}")
+            value = self.shape(annotation, f"{at}/{field}", fields, (*seen, name))
+            if value is not UNKNOWN:
+                out[field] = value
+        return out
+
+    def shape(self, node: ast.expr, at: str, fields: list[str], seen: tuple[str, ...]) -> Any:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):  # "Model": a forward ref
+            try:
+                node = ast.parse(node.value, mode="eval").body
+            except SyntaxError:
+                return UNKNOWN
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):  # X | None
+            return self._first_known([node.left, node.right], at, fields, seen)
+        if isinstance(node, ast.Subscript):
+            return self._generic(_name(node.value), _arguments(node.slice), at, fields, seen)
+        name = _name(node)
+        if name in _SCALARS:
+            return _SCALARS[name]
+        if name in self.enums:
+            return self.enums[name]
+        if name in self.fields:
+            return self.model(name, at, fields, seen)
+        if name in self.aliases and name not in seen:
+            return self.shape(self.aliases[name], at, fields, (*seen, name))
+        if name in _LISTS:
+            return []
+        if name in _DICTS:
+            return {}
+        return UNKNOWN
+
+    def _generic(self, name: str, args: list[ast.expr], at: str, fields: list[str],
+                 seen: tuple[str, ...]) -> Any:
+        if name in _OPTIONAL:
+            return self._first_known(args[:1] if name == "Annotated" else args, at, fields, seen)
+        if name == "Literal":
+            first = args[0] if args else None
+            return first.value if isinstance(first, ast.Constant) else UNKNOWN
+        if name in _LISTS:
+            item = self.shape(args[0], f"{at}/*", fields, seen) if args else UNKNOWN
+            return [item] if _says_something(item) else []
+        if name in _DICTS:
+            item = self.shape(args[-1], f"{at}/*", fields, seen) if args else UNKNOWN
+            return {SAMPLE: item} if _says_something(item) else {}
+        return UNKNOWN
+
+    def _first_known(self, options: list[ast.expr], at: str, fields: list[str],
+                     seen: tuple[str, ...]) -> Any:
+        """Optional[X] and X | None: X's shape (a union of two real types says nothing)."""
+        known = [o for o in options if not (isinstance(o, ast.Constant) and o.value is None)
+                 and _name(o) != "None"]
+        return self.shape(known[0], at, fields, seen) if len(known) == 1 else UNKNOWN
+
+
+def _says_something(item: Any) -> bool:
+    """An item worth putting in a container's shape: one of no known field would only mark every
+    field of the real items as sometimes absent."""
+    return item is not UNKNOWN and item is not None and item != {}
+
+
+def _name(node: ast.expr) -> str:
+    """`List`, `typing.List` and `datetime.date` by their last name."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Subscript):
+        return _name(node.value)
+    return ""
+
+
+def _arguments(node: ast.expr) -> list[ast.expr]:
+    return list(node.elts) if isinstance(node, ast.Tuple) else [node]
+
+
+def _is_classvar(node: ast.expr) -> bool:
+    return _name(node) == "ClassVar"
+
+
+def unseen_fields(model: DataModel, document: dict[str, Any]) -> list[str]:
+    """The declared fields no record of `document` holds (what gets no column without the model)."""
+    return [f for f in model.fields if not _held(document, f.strip("/").split("/"))]
+
+
+def _held(value: Any, steps: list[str]) -> bool:
+    if not steps:
+        return True
+    head, rest = steps[0], steps[1:]
+    if head == "*":
+        items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+        return any(_held(v, rest) for v in items)
+    return isinstance(value, dict) and head in value and _held(value[head], rest)
+
+
+def model_warnings(source_folder: Path, document: dict[str, Any], model: DataModel | None) -> list[str]:
+    """Without --data-model, which declared fields get no column (reading the data_model.py found
+    beside the data, if any); with it, what it added."""
+    if model is not None:
+        added = unseen_fields(model, document)
+        return [f"{model.path}: {len(added)} field(s) the data model declares and no record holds "
+                f"got a column: {_listed(added)}"] if added else []
+    found = next((f for f in (source_folder / "data_model.py", source_folder / "src" /
+                              "data_model.py") if f.is_file()), None)
+    if found is None:
+        return ["no --data-model: a field the domain declares but no record holds gets no column "
+                "(a tool cannot store it, and the DB check cannot see it); pass --data-model "
+                "PATH/data_model.py"]
+    try:
+        unseen = unseen_fields(read_data_model(found), document)
+    except (InputError, FileError) as e:
+        return [f"{found}: not read ({e.message}); pass --data-model to use a data model"]
+    if not unseen:
+        return []
+    return [f"{found} declares {len(unseen)} field(s) no record holds, which got no column: "
+            f"{_listed(unseen)}; pass --data-model {found} to give them columns"]
+
+
+def _listed(fields: list[str], most: int = 12) -> str:
+    more = f" and {len(fields) - most} more" if len(fields) > most else ""
+    return ", ".join(fields[:most]) + more
