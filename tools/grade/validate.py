@@ -42,7 +42,7 @@ def validate_task(grader: Grader, task: dict[str, Any]) -> dict[str, Any]:
         if verdict["empty_reward"]:
             problems.append("doing nothing passes every check: add a check on the intended outcome")
         for i, step in enumerate(gold):
-            if "tool" not in step or not domain.tools[step["tool"]].writes:
+            if "tool" not in step or step.get("fails") or not domain.tools[step["tool"]].writes:
                 continue
             _, results = _score(grader, task, gold[:i] + gold[i + 1:])
             if reward(results):

@@ -232,15 +232,14 @@ def create_statements(mapping: Mapping) -> str:
     """schema.sql for the mapping: one CREATE TABLE per stored table. Names are data: quoted,
     checked by Mapping (no quote, control or separator character), and never inside a comment;
     where each column comes from is column_guide's Markdown."""
-    out = []
-    for t in mapping.tables:
-        if not t.stored:
-            continue
-        types = column_types(mapping, t)
-        lines = [f'  "{c}" {types[c]}{" NOT NULL" if c in t.key_columns else ""},' for c in t.columns]
-        keys = ", ".join(f'"{c}"' for c in t.key_columns)
-        out += [f'CREATE TABLE "{t.name}" (', *lines, f"  PRIMARY KEY ({keys})", ");", ""]
-    return "\n".join(out)
+    return "\n".join(create_table(mapping, t) + "\n" for t in mapping.tables if t.stored)
+
+
+def create_table(mapping: Mapping, t: TableMap) -> str:
+    types = column_types(mapping, t)
+    lines = [f'  "{c}" {types[c]}{" NOT NULL" if c in t.key_columns else ""},' for c in t.columns]
+    keys = ", ".join(f'"{c}"' for c in t.key_columns)
+    return "\n".join([f'CREATE TABLE "{t.name}" (', *lines, f"  PRIMARY KEY ({keys})", ");"])
 
 
 def column_guide(mapping: Mapping) -> str:

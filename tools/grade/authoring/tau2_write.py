@@ -11,12 +11,13 @@ from pathlib import Path
 import orjson
 
 from endstate.core.env.domain import Domain
-from endstate.core.env.nested import MappingError, document_rows
+from endstate.core.env.nested import Mapping, MappingError, document_rows
 from endstate.core.errors import EndstateError, ExitCode, InputError
 from endstate.grade.authoring.nested_tables import column_guide, create_statements, infer_mapping
 from endstate.grade.authoring.staging import check_domain_name, staged
 from endstate.grade.authoring.tau2_import import Converted, Converter, Source, init_documents
 from endstate.grade.authoring.tau2_model import DataModel, model_warnings
+from endstate.grade.authoring.tau2_reimport import mark_failing_gold, merge_schema
 from endstate.grade.authoring.tau2_stubs import CHECKS_SOURCE, SEED_SOURCE, tools_source
 
 SCHEMA_HEADER = """\
@@ -48,7 +49,7 @@ class Written:
     rows: int
     kept: list[str]  # files of the user's that --force did not overwrite
     tasks_file: Path
-    warnings: list[str]
+    notes: list[str]  # what the user should know: missing policy, data model, re-import
 
 
 def write_domain(source: Source, out: Path, force: bool = False,
@@ -72,16 +73,51 @@ def write_domain(source: Source, out: Path, force: bool = False,
         raise InputError(f"{source.db_file}: {e.message}") from None
     converted = Converter(source, domain, mapping).convert()
     files = _files(source, domain, mapping, converted)  # every refusal happens here, before a write
+    notes = [*source.warnings, *model_warnings(source.folder, source.document, model)]
     with staged(out, keep_existing=force) as tmp:
-        # code is the user's once written: a re-import (--force) keeps it
+        # code is the user's once written: a re-import (--force) keeps it, and their schema edits
         kept = [f for f in ("tools.py", "checks.py") if (tmp / f).exists()]
+        if (tmp / "schema.sql").exists():
+            notes += _merge_schema(tmp, mapping, files)
         for name, data in files.items():
             if name not in kept:
                 (tmp / name).parent.mkdir(parents=True, exist_ok=True)
                 (tmp / name).write_bytes(data)
         rows = _load(Domain(domain, tmp), [f for f in files if f.endswith(".py") and f not in kept])
+        if "tools.py" in kept:
+            notes += _mark_failing_gold(Domain(domain, tmp), source, converted)
     return Written(Domain(domain, out), converted, rows, kept, out / "tasks" / f"{domain}.jsonl",
-                   [*source.warnings, *model_warnings(source.folder, source.document, model)])
+                   notes)
+
+
+def _merge_schema(folder: Path, mapping, files: dict[str, bytes]) -> list[str]:
+    """schema.sql as the user left it, plus what the data now needs (tau2_reimport)."""
+    mine = (folder / "schema.sql").read_text()
+    try:
+        previous = SCHEMA_HEADER + create_statements(
+            Mapping.from_json((folder / "seed" / "mapping.json").read_bytes()))
+    except (OSError, MappingError):
+        previous = None  # no mapping beside it: whatever it holds is the user's
+    merged = merge_schema(mine, previous, files["schema.sql"].decode(), mapping)
+    files["schema.sql"] = merged.schema.encode()
+    if mine == previous:
+        return []
+    if merged.schema == mine:
+        return ["kept your edited schema.sql as it is: it has every table and column the data needs"]
+    return [f"kept your edits to schema.sql and added what the data now needs: "
+            f"{', '.join(merged.added) or 'nothing'}"]
+
+
+def _mark_failing_gold(domain: Domain, source: Source, converted: Converted) -> list[str]:
+    """With the tools written, mark the gold calls that fail (as tau2's fail) in the task file."""
+    marked = mark_failing_gold(domain, converted.tasks)
+    (domain.path / "tasks" / f"{domain.name}.jsonl").write_bytes(_task_lines(source, converted))
+    lines = [f"replayed the gold with your tools: marked {marked.calls} gold call(s) that fail "
+             "\"fails\": true (tau2 logs such an error and goes on)"]
+    if marked.unchecked:
+        lines.append(f"{len(marked.unchecked)} task(s) call a tool not written yet, so their "
+                     "failing calls are not marked; re-import with --force once it is")
+    return lines
 
 
 def _files(source: Source, domain: str, mapping, converted: Converted) -> dict[str, bytes]:
@@ -148,7 +184,7 @@ def report(written: Written, out: Path) -> list[str]:
              f"wrote {written.tasks_file}: {len(c.tasks)} of {total} tasks ("
              + ", ".join(f"{s} ×{n}" for s, n in splits.items()) + ")"]
     lines += [f"  skipped tau2 task {task_id}: {why}" for task_id, why in c.skipped]
-    lines += [f"warning: {w}" for w in written.warnings]
+    lines += [f"note: {w}" for w in written.notes]
     if c.vacuous:
         lines.append(f"  {len(c.vacuous)} task(s) pass an agent that does nothing (no gold call "
                      "and nothing to say; tau2 scores them so too): tau2 id(s) "
