@@ -18,7 +18,7 @@ from endstate.core.env.domain import Domain
 from endstate.core.env.nested import Mapping, rebuild_document
 from endstate.core.errors import EndstateError
 from endstate.grade.authoring.scaffold import new_domain
-from endstate.grade.authoring.tau2_import import Source
+from endstate.grade.authoring.tau2_source import Source
 from endstate.grade.authoring.tau2_write import write_domain
 
 FIXTURE = ROOT / "tests" / "fixtures" / "tau2_mini"

@@ -144,12 +144,6 @@ def test_a_suite_laid_out_like_telecom_and_banking_knowledge_imports(tmp_path):
     assert (tmp_path / "b" / "policy.md").read_text() == (FIXTURE / "policy.md").read_text()
 
 
-def test_a_name_of_a_built_in_domain_is_refused_before_anything_is_written(tmp_path):
-    p = grade("import", "tau2", FIXTURE, "--out", tmp_path / "retail")
-    assert p.returncode != 0 and "is a built-in domain's" in p.stderr
-    assert "e.g. my_retail" in p.stderr and not (tmp_path / "retail").exists()
-
-
 def test_a_re_import_keeps_schema_edits_and_adds_what_the_data_now_needs(tmp_path):
     folder = copy_fixture(tmp_path)
     out = tmp_path / "hire"

@@ -9,8 +9,8 @@ import click
 from endstate.core.cli.command import CONTEXT_SETTINGS, common_options
 from endstate.grade.authoring.scaffold import new_domain as write_scaffold
 from endstate.grade.authoring.scaffold import next_steps
-from endstate.grade.authoring.tau2_import import read_source
 from endstate.grade.authoring.tau2_model import read_data_model
+from endstate.grade.authoring.tau2_source import read_source
 from endstate.grade.authoring.tau2_write import report, write_domain
 
 
