@@ -44,6 +44,7 @@ class Converted:
     calls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # tool -> gold arguments
     action_checks: bool = False  # some task needs checks.py's tau2_action
     vacuous: list[str] = field(default_factory=list)  # ids of tasks an idle agent passes
+    documents: list[str] = field(default_factory=list)  # ids of tasks that cite a knowledge base
 
 
 def task_notes(description: Any) -> str:
@@ -144,6 +145,11 @@ def _untranslatable(raw: dict, actions: list[dict], basis: list[str], criteria: 
     if user_setup:
         raise Skip(f"initialization_actions on the user's side ({', '.join(user_setup)}): the "
                    "user's device state; endstate's simulated users have no tools or state")
+    user_tools = raw.get("user_tools")
+    if user_tools:  # banking_knowledge: the user applies for a card themselves
+        listed = ", ".join(map(str, user_tools)) if isinstance(user_tools, list) else "some"
+        raise Skip(f"user_tools ({listed}): in tau2 the user acts through tools; endstate's "
+                   "simulated users have none, so the scenario could not be played as written")
     if data.get("user_data"):
         raise Skip("initial_state.initialization_data.user_data: the user's device state; "
                    "endstate's users have no tools or state")
@@ -237,6 +243,8 @@ class Converter:
         for a in actions:
             out.calls.setdefault(a["name"], []).append(a["arguments"])
         out.action_checks |= any(c["kind"] == "python" for c in checks)
+        if raw.get("required_documents"):
+            out.documents.append(raw["id"])
         if not actions and all(c["kind"] == "gold_state" for c in checks):
             out.vacuous.append(raw["id"])  # tau2 scores doing nothing 1 here; validate will say so
         task_id = raw["id"]

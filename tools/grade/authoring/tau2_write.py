@@ -194,6 +194,10 @@ def report(written: Written, out: Path) -> list[str]:
                      "and nothing to say; tau2 scores them so too): tau2 id(s) "
                      f"{', '.join(c.vacuous)}; grade validate calls them unsound: add a check or "
                      "leave them out")
+    if c.documents:
+        lines.append(f"  {len(c.documents)} task(s) cite required_documents, tau2's knowledge base "
+                     "of documents, which is not in the database and not imported: give the agent "
+                     "a tool that reads them, or the answers they hold are out of its reach")
     lines += [f"kept {out / f}: it was there already" for f in written.kept]
     if "tools.py" not in written.kept:
         lines.append(f"tools are code, so they are not translated: {out / 'tools.py'} has a typed "
