@@ -201,9 +201,9 @@ def test_gold_calls_that_fail_are_marked_once_the_tools_are_written(tmp_path):
     assert verdict["sound"], verdict["problems"]
 
 
-def test_a_task_whose_user_has_tools_is_skipped_and_cited_documents_are_named(tmp_path):
-    """banking_knowledge: the user applies for a card through their own tool (skipped: endstate's
-    users have none), and tasks cite documents of a knowledge base the folder does not hold."""
+def test_a_task_whose_user_has_tools_is_tagged_and_cited_documents_are_named(tmp_path):
+    """banking_knowledge: the user may act through their own tools (tagged: endstate's users have
+    none), and tasks cite documents of a knowledge base the folder does not hold."""
     folder = copy_fixture(tmp_path)
     tasks = json.loads((folder / "tasks.json").read_text())
     tasks[0]["user_tools"] = ["apply_for_card"]
@@ -211,5 +211,6 @@ def test_a_task_whose_user_has_tools_is_skipped_and_cited_documents_are_named(tm
     (folder / "tasks.json").write_text(json.dumps(tasks))
     p = grade("import", "tau2", folder, "--out", tmp_path / "hire")
     assert p.returncode == 0, p.stderr
-    assert "skipped tau2 task 0: user_tools (apply_for_card): in tau2 the user acts" in p.stderr
+    task = json.loads((tmp_path / "hire" / "tasks" / "hire.jsonl").read_text().splitlines()[0])
+    assert task["tags"] == ["source:tau2:0", "tau2:user-tools"]
     assert "1 task(s) cite required_documents, tau2's knowledge base" in p.stderr

@@ -30,6 +30,10 @@ OPENING = "Hi, I need some help, please."
 # A task its own notes call wrong (tau2 keeps such tasks and says so in their description): tagged,
 # so that `grade tasks --tag` can leave them out of a pool or a report.
 KNOWN_BAD = "known-bad"
+# A task whose tau2 user may act through tools (banking_knowledge) though its gold needs none of
+# their calls: imported, since the agent's end state is graded as in tau2, and tagged, since
+# endstate's simulated user cannot make those calls.
+USER_TOOLS = "tau2:user-tools"
 KNOWN_BAD_TEXT = re.compile(r"known[ -](bad|issue|problem|bug)|\b(incorrect|wrong|broken|buggy) "
                             r"(gold|annotation|ground[ -]truth|label|task)|\bmislabel", re.I)
 INSTRUCTION_PARTS = (("reason_for_call", "Why you are contacting support"),
@@ -145,11 +149,6 @@ def _untranslatable(raw: dict, actions: list[dict], basis: list[str], criteria: 
     if user_setup:
         raise Skip(f"initialization_actions on the user's side ({', '.join(user_setup)}): the "
                    "user's device state; endstate's simulated users have no tools or state")
-    user_tools = raw.get("user_tools")
-    if user_tools:  # banking_knowledge: the user applies for a card themselves
-        listed = ", ".join(map(str, user_tools)) if isinstance(user_tools, list) else "some"
-        raise Skip(f"user_tools ({listed}): in tau2 the user acts through tools; endstate's "
-                   "simulated users have none, so the scenario could not be played as written")
     if data.get("user_data"):
         raise Skip("initial_state.initialization_data.user_data: the user's device state; "
                    "endstate's users have no tools or state")
@@ -249,7 +248,8 @@ class Converter:
             out.vacuous.append(raw["id"])  # tau2 scores doing nothing 1 here; validate will say so
         task_id = raw["id"]
         notes = task_notes(raw.get("description"))
-        tags = [f"source:tau2:{task_id}", *([KNOWN_BAD] if KNOWN_BAD_TEXT.search(notes) else [])]
+        tags = [f"source:tau2:{task_id}", *([KNOWN_BAD] if KNOWN_BAD_TEXT.search(notes) else []),
+                *([USER_TOOLS] if raw.get("user_tools") else [])]
         task = {"id": f"{self.domain}-{task_id}", "domain": self.domain,
                 **({"split": self.source.splits[task_id]} if task_id in self.source.splits else {}),
                 "tags": tags, **({"notes": notes} if notes else {}),
