@@ -10,6 +10,7 @@ from endstate.core.cli.command import CONTEXT_SETTINGS, common_options
 from endstate.grade.authoring.scaffold import new_domain as write_scaffold
 from endstate.grade.authoring.scaffold import next_steps
 from endstate.grade.authoring.tau2_import import read_source
+from endstate.grade.authoring.tau2_toolkit import read_toolkit
 from endstate.grade.authoring.tau2_write import report, write_domain
 
 
@@ -30,8 +31,12 @@ def import_group():
 @click.option("--force", is_flag=True,
               help="Write into --out although it holds files (existing tools.py and checks.py "
                    "are kept).")
+@click.option("--tools-from", "tools_from", metavar="PATH[:CLASS]",
+              help="tau2's tools.py of the domain, read without running it: tools.py gets a stub "
+                   "for every tool its toolkit CLASS declares (needed when the file has several), "
+                   "with tau2's signature, docstring and read/write mark.")
 @common_options()
-def tau2(folder, out_dir, force):
+def tau2(folder, out_dir, force, tools_from):
     """Import a tau2-bench domain folder (db.json or db.toml, tasks.json, policy.md, optional
     split_tasks.json): the database as tables seeded from a copy of it, the policy, and each task
     with its gold calls, its checks (from the reward basis), its user and its split. Tools are
@@ -42,7 +47,8 @@ def tau2(folder, out_dir, force):
       grade import tau2 tau2-bench/data/tau2/domains/airline --out mine/airline
       grade validate --domains mine/airline mine/airline/tasks/airline.jsonl
     """
-    written = write_domain(read_source(folder), out_dir, force)
+    toolkit = read_toolkit(tools_from) if tools_from else None
+    written = write_domain(read_source(folder), out_dir, force, toolkit)
     for line in report(written, out_dir):
         click.echo(line, err=True)
 

@@ -1,6 +1,7 @@
 """The code `grade import tau2` writes around the data: tools.py with one typed stub per tool the
 gold calls use (tools are code and are not translated) and a TypedDict per shape of object they
-pass, seed.py, and checks.py for tasks whose reward requires tau2's exact tool calls."""
+pass, seed.py, and checks.py for tasks whose reward requires tau2's exact tool calls. With
+--tools-from, tau2_declared.py writes the stubs from tau2's toolkit through `assemble`."""
 
 from __future__ import annotations
 
