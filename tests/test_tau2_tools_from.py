@@ -5,16 +5,20 @@ refused or their odd tools skipped, by name."""
 
 import ast
 import json
+import re
 import shutil
+import sqlite3
 
 import pytest
 from conftest import ROOT, run_tool
 
 from endstate.core.env.domain import Domains
+from endstate.core.env.nested import Mapping, rebuild_document
 from endstate.core.errors import InputError
 from endstate.grade.authoring.tau2_declared import MAX_DOC, generated_tools
 from endstate.grade.authoring.tau2_toolkit import read_toolkit
 
+GUIDE = ROOT / "docs" / "authoring.md"
 MINI = ROOT / "tests" / "fixtures" / "tau2_mini"
 KIT = ROOT / "tests" / "fixtures" / "tau2_tools" / "tools.py"
 DECLARED = ["transfer_to_human_agents", "get_customer_details", "get_bike", "rent_bike",
@@ -215,3 +219,51 @@ def test_the_file_is_never_run(tmp_path):
     assert not marker.exists()
     assert "gold calls use tools T does not declare" in p.stderr
     assert json.loads((out / "seed" / "mapping.json").read_text())["format"] == 1
+
+
+def guide_ports() -> dict[str, str]:
+    """The guide's ```python tau2-port=NAME blocks (section 7), by NAME."""
+    return dict(re.findall(r"^```python tau2-port=(\w+)\n(.*?)^```$", GUIDE.read_text(), re.M | re.S))
+
+
+def test_the_guide_shows_the_stub_the_import_writes_and_counts_lines_right(imported):
+    ports = guide_ports()
+    assert list(ports) == ["stub", "rows", "documents"]
+    assert ports["stub"] in (imported[0] / "tools.py").read_text()
+    table = dict(re.findall(r"^\| (\w+) \| (\d+) \| (?:\d+) \|$", GUIDE.read_text(), re.M))
+    assert table == {name: str(len(body.splitlines())) for name, body in ports.items()}
+
+
+@pytest.mark.parametrize("version", ["rows", "documents"])
+def test_either_port_in_the_guide_makes_every_task_sound(imported, tmp_path, version):
+    """Each body of rent_bike, with test_import_tau2's other three tools: validate passes and the
+    gold of the rental task leaves the same document."""
+    from test_import_tau2 import WRITTEN_TOOLS
+
+    out = tmp_path / "cyclehire"
+    shutil.copytree(imported[0], out)
+    others = WRITTEN_TOOLS[:WRITTEN_TOOLS.index("@tool(writes=True)\ndef rent_bike")]
+    (out / "tools.py").write_text(
+        'from pathlib import Path\n\nfrom endstate.core.env.documents import Documents\n'
+        + others + 'DOCS = Documents(Path(__file__).parent / "seed" / "mapping.json")\n\n\n'
+        + guide_ports()[version])
+    tasks = out / "tasks" / "cyclehire.jsonl"
+    p = run_tool("grade", "validate", "--domains", str(out), str(tasks))
+    assert p.returncode == 0, p.stderr
+    assert all(json.loads(line)["sound"] for line in p.stdout.splitlines())
+    gold = tmp_path / "gold.db"
+    p = run_tool("grade", "state", "--gold", "--task", "cyclehire-2", "--domains", str(out),
+                 "--tasks", str(tasks), "-o", str(gold))
+    assert p.returncode == 0, p.stderr
+    document = rebuild_document(sqlite3.connect(gold),
+                                Mapping.from_json((out / "seed" / "mapping.json").read_bytes()))
+    expected = json.loads((MINI / "db.json").read_text())
+    expected["rentals"]["R1003"] = {
+        "rental_id": "R1003", "customer_id": "tom_baker_2", "bike_id": "B-03", "hours": 2,
+        "status": "active", "charges": [{"payment_id": "card_1111", "amount": 16.5}],
+        "returned_at": None}
+    tom = expected["customers"]["tom_baker_2"]
+    tom.update(verified=True, rentals=["R1003"])  # verified and gift_9: the task's init
+    tom["payment_methods"]["gift_9"] = {"source": "gift_card", "id": "gift_9", "balance": 10}
+    expected["bikes"]["B-03"]["available"] = False
+    assert document == expected
