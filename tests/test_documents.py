@@ -130,3 +130,21 @@ def test_what_the_mapping_cannot_store_is_named_and_nothing_is_written(seeded, c
     with pytest.raises(MappingError, match=message):
         docs.save(db, collection, key, bike)
     assert conn.serialize() == before
+
+
+def test_an_array_collection_is_keyed_by_position():
+    document = {"bikes": [{"model": "X", "log": {"d1": {"note": "ok"}}, "tags": ["a"]},
+                          {"model": "Y", "log": {}, "tags": []}]}
+    mapping = infer_mapping(document)
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(create_statements(mapping))
+    insert_document(conn, document, mapping)
+    db, docs = Db(conn, "2024-05-15T12:00:00"), Documents(mapping)
+    assert docs.load_all(db, "bikes") == document["bikes"]
+    bike = docs.load(db, "bikes", 1)
+    bike["tags"].append("b")
+    bike["log"]["d2"] = {"note": None}
+    docs.save(db, "bikes", 1, bike)
+    docs.save(db, "bikes", 2, {"model": "Z", "log": {}, "tags": []})
+    assert rebuild_document(conn, mapping) == {"bikes": [document["bikes"][0], bike,
+                                                         {"model": "Z", "log": {}, "tags": []}]}

@@ -146,6 +146,10 @@ class Odd(ToolKitBase):
                loop: Loop = None) -> str:
         """Says \\"\\"\\"hi\\"\\"\\" with a \\\\ backslash, a form feed\\x0c and ends with a quote\\""""
 
+    @is_tool(ToolType.READ)
+    def pipes(self, mode: Union[Literal["a | c"], Literal["b | c"]] | None) -> str:
+        """Literals that hold the union bar stay whole."""
+
     @is_tool
     def huge(self) -> str:
         """HUGE"""
@@ -173,7 +177,7 @@ def test_odd_tools_are_skipped_or_noted_and_the_stubs_load(tmp_path):
     namespace: dict = {"__file__": str(tmp_path / "tools.py")}
     exec(compile(generated.source, "tools.py", "exec"), namespace)
     tools = {n: v.__endstate_tool__ for n, v in namespace.items() if hasattr(v, "__endstate_tool__")}
-    assert list(tools) == ["quoted", "huge", "bare", "extra"]
+    assert list(tools) == ["quoted", "pipes", "huge", "bare", "extra"]
     assert generated.skipped == [
         ("print", "would replace a Python builtin or special name that tools.py uses"),
         ("tool", "would replace the name tool that tools.py imports or defines"),
@@ -186,6 +190,9 @@ def test_odd_tools_are_skipped_or_noted_and_the_stubs_load(tmp_path):
     assert quoted["box"]["anyOf"][0]["properties"] == {"x": {"type": "integer"}}  # class Db2
     assert quoted["loop"]["anyOf"][0]["properties"]["next"] == {
         "anyOf": [{"type": "object"}, {"type": "null"}]}
+    assert tools["pipes"].parameters["properties"]["mode"]["anyOf"] == [
+        {"anyOf": [{"type": "string", "enum": ["a | c"]}, {"type": "string", "enum": ["b | c"]}]},
+        {"type": "null"}]
     assert len(tools["huge"].fn.__doc__) == MAX_DOC + 4
     assert tools["extra"].fn.__doc__.startswith("Not written yet: what extra does")
     assert generated.inferred == ["extra"]

@@ -120,11 +120,11 @@ def declared_stub(tool: DeclaredTool, names: Names, hints: Hints) -> str | None:
     rendered = []
     for param, default in zip(params, defaults):
         hints.where = f"{tool.name}: argument {param.arg}"
-        hint = hints.of(param.annotation, names)
+        members = hints.members(param.annotation, names)
         if default is not None:
             value = _default(default, hints)
-            hint = union([hint, "None"]) if value is None else hint
-            hint += f" = {value!r}"
+            members = union(members, ("None",)) if value is None else members
+        hint = " | ".join(members) + (f" = {value!r}" if default is not None else "")
         rendered.append((param.arg, hint, default is not None))
     rendered.sort(key=lambda p: p[2])  # Python wants defaults last; agents pass by name
     handle = handle_name({p for p, _, _ in rendered})

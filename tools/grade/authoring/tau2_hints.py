@@ -43,10 +43,11 @@ def json_value(value: Any) -> bool:
     return value is None or type(value) in (str, int, bool)
 
 
-def union(parts: list[str]) -> str:
-    """`A | B`, each part once, None last."""
-    parts = list(dict.fromkeys(p for part in parts for p in part.split(" | ")))
-    return " | ".join([p for p in parts if p != "None"] + ["None"] * ("None" in parts))
+def union(*members: tuple[str, ...]) -> tuple[str, ...]:
+    """The members of `A | B`, each once, None last. Members stay whole: a Literal's text may hold
+    " | " itself."""
+    found = list(dict.fromkeys(m for ms in members for m in ms))
+    return tuple([m for m in found if m != "None"] + ["None"] * ("None" in found))
 
 
 def _short(node: ast.AST) -> str:
@@ -80,64 +81,69 @@ class Hints:
         return "Any"
 
     def of(self, node: ast.AST | None, names: Names, depth: int = 0) -> str:
+        """The hint text of an annotation."""
+        return " | ".join(self.members(node, names, depth))
+
+    def members(self, node: ast.AST | None, names: Names, depth: int = 0) -> tuple[str, ...]:
+        """The hints of an annotation's union members (one for a type that is no union)."""
         if node is None:
-            return self.any("a parameter without annotation")
+            return (self.any("a parameter without annotation"),)
         if depth > MAX_DEPTH:
-            return self.any(f"{_short(node)}, nested over {MAX_DEPTH} deep,")
+            return (self.any(f"{_short(node)}, nested over {MAX_DEPTH} deep,"),)
         if isinstance(node, ast.Constant):
             if node.value is None:
-                return "None"
+                return ("None",)
             if isinstance(node.value, str):  # a forward reference, "Task"
                 try:
-                    return self.of(ast.parse(node.value, mode="eval").body, names, depth + 1)
+                    return self.members(ast.parse(node.value, mode="eval").body, names, depth + 1)
                 except UNPARSABLE:
-                    return self.any(f"annotation {node.value!r:.60}")
+                    return (self.any(f"annotation {node.value!r:.60}"),)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-            return union([self.of(node.left, names, depth + 1),
-                          self.of(node.right, names, depth + 1)])
+            return union(self.members(node.left, names, depth + 1),
+                         self.members(node.right, names, depth + 1))
         if isinstance(node, ast.Subscript):
             return self._generic(node, names, depth)
         return self._name(node, names, depth)
 
-    def _name(self, node: ast.AST, names: Names, depth: int) -> str:
+    def _name(self, node: ast.AST, names: Names, depth: int) -> tuple[str, ...]:
         name = last_name(node)
         if name in SCALARS:
-            return name
+            return (name,)
         if name in ("Any", "object"):
             self.typing.add("Any")
-            return "Any"
+            return ("Any",)
         if name in DICTS or name in LISTS:
-            return "dict" if name in DICTS else "list"
+            return ("dict" if name in DICTS else "list",)
         if isinstance(node, ast.Name) and node.id in names:
             definition, where = names[node.id]
             if isinstance(definition, ast.ClassDef):
-                return self._class(definition, where, depth)
-            return self.of(definition, where, depth + 1)
+                return (self._class(definition, where, depth),)
+            return self.members(definition, where, depth + 1)
         if name is None:
-            return self.any(f"annotation {_short(node)}")
+            return (self.any(f"annotation {_short(node)}"),)
         self.note(f"type {name} is defined neither in {self.source} nor in a module beside it: "
                   "annotated dict (tau2 passes models as objects)")
-        return "dict"
+        return ("dict",)
 
-    def _generic(self, node: ast.Subscript, names: Names, depth: int) -> str:
+    def _generic(self, node: ast.Subscript, names: Names, depth: int) -> tuple[str, ...]:
         head = last_name(node.value)
         args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         if head in ("Optional", "Union"):
-            return union([self.of(a, names, depth + 1) for a in args]
-                         + ["None"] * (head == "Optional"))
+            return union(*(self.members(a, names, depth + 1) for a in args),
+                         ("None",) * (head == "Optional"))
         if head == "Annotated":
-            return self.of(args[0], names, depth + 1)
+            return self.members(args[0], names, depth + 1)
         if head == "Literal":
-            return self._literal(args)
+            return (self._literal(args),)
         if head in LISTS:
             fixed = head in ("tuple", "Tuple") and not (
                 len(args) == 2 and isinstance(args[1], ast.Constant) and args[1].value is ...)
-            return "list" if fixed else f"list[{self.of(args[0], names, depth + 1)}]"
+            return ("list" if fixed else f"list[{self.of(args[0], names, depth + 1)}]",)
         if head in DICTS and len(args) == 2:
             if self.of(args[0], names, depth + 1) == "str":
-                return f"dict[str, {self.of(args[1], names, depth + 1)}]"
-            return "dict"  # JSON object keys are strings
-        return self.any(f"annotation {_short(node)}")
+                return (f"dict[str, {self.of(args[1], names, depth + 1)}]",)
+            return ("dict",)  # JSON object keys are strings
+        return (self.any(f"annotation {_short(node)}"),)
 
     def _literal(self, args: list[ast.expr]) -> str:
         values = []
