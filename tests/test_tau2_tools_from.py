@@ -124,6 +124,7 @@ def test_a_file_that_is_no_toolkit_is_refused(tmp_path, text, code, message):
 
 ODD = '''
 from data_model import Db, Loop
+from helpers import Gadget
 
 LIMIT = 5
 
@@ -143,7 +144,7 @@ class Odd(ToolKitBase):
 
     @is_tool(ToolType.READ)
     def quoted(self, db: str, limit: int = LIMIT, when: Frobnicator = None, box: Db = None,
-               loop: Loop = None) -> str:
+               loop: Loop = None, gadget: Gadget = None) -> str:
         """Says \\"\\"\\"hi\\"\\"\\" with a \\\\ backslash, a form feed\\x0c and ends with a quote\\""""
 
     @is_tool(ToolType.READ)
@@ -172,6 +173,7 @@ class Loop(BaseModel):
 def test_odd_tools_are_skipped_or_noted_and_the_stubs_load(tmp_path):
     (tmp_path / "tools.py").write_text(ODD.replace("HUGE", "word " * (MAX_DOC // 4)))
     (tmp_path / "data_model.py").write_text(ODD_MODEL)
+    (tmp_path / "helpers.py").write_text("class Gadget(BaseModel):\n    def (\n")
     kit = read_toolkit(str(tmp_path / "tools.py"))
     generated = generated_tools("odd", {"bare": [{"a": 1, "c": 2}], "extra": [{"n": 1}]}, kit)
     namespace: dict = {"__file__": str(tmp_path / "tools.py")}
@@ -185,7 +187,7 @@ def test_odd_tools_are_skipped_or_noted_and_the_stubs_load(tmp_path):
     assert tools["quoted"].fn.__doc__ == 'Says """hi""" with a \\ backslash, a form feed\x0c and ' \
                                          'ends with a quote"'
     quoted = tools["quoted"].parameters["properties"]
-    assert list(quoted) == ["db", "limit", "when", "box", "loop"]  # the handle is `database`
+    assert list(quoted) == ["db", "limit", "when", "box", "loop", "gadget"]  # handle: `database`
     assert quoted["limit"]["default"] is None  # LIMIT is no literal
     assert quoted["box"]["anyOf"][0]["properties"] == {"x": {"type": "integer"}}  # class Db2
     assert quoted["loop"]["anyOf"][0]["properties"]["next"] == {
@@ -200,6 +202,9 @@ def test_odd_tools_are_skipped_or_noted_and_the_stubs_load(tmp_path):
     for note in ("quoted: argument limit: its default is no JSON value: the stub's default is None",
                  "quoted: argument when: type Frobnicator is defined neither in",
                  "model Loop holds itself: that field is annotated dict",
+                 f"{tmp_path / 'helpers.py'}:2: not Python that parses (invalid syntax); left out, "
+                 "so the types it defines are annotated dict",
+                 "quoted: argument gadget: type Gadget is defined neither in",
                  "huge: @is_tool names no ToolType; marked as reading",
                  f"huge: docstring of {len('word ' * (MAX_DOC // 4)):,} characters cut",
                  "bare: no docstring: the agent's description is a placeholder",

@@ -88,29 +88,27 @@ def _split(spec: str) -> tuple[Path, str | None]:
 
 
 def _parse(path: Path, notes: list[str], required: bool) -> ast.Module | None:
-    """The syntax tree of a file; a file beside it that does not parse is noted and left out."""
+    """The syntax tree of a file (`required`: --tools-from's own, whose problems stop the import);
+    a file beside it that cannot be read or parsed is noted and left out."""
+    where = ""
     try:
         if path.stat().st_size > MAX_BYTES:
-            raise InputError(f"{path}: over {MAX_BYTES:,} bytes; is this tau2's tools.py?")
-        return ast.parse(path.read_bytes(), str(path))
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
+            what = f"over {MAX_BYTES:,} bytes, is this tau2's tools.py?"
+        else:
+            return ast.parse(path.read_bytes(), str(path))
+    except OSError as e:
         if required:
-            raise FileError(f"{path}: cannot read it ({e.strerror}); --tools-from takes tau2's "
-                            "tools.py of the domain") from None
-        why = str(e)
+            raise FileError(f"{path}: cannot read it ({e.strerror or e}); --tools-from takes "
+                            "tau2's tools.py of the domain") from None
+        what = f"cannot read it ({e.strerror or e})"
     except SyntaxError as e:  # also what a file that is not UTF-8 raises
-        if required:
-            raise InputError(f"{path}{f':{e.lineno}' if e.lineno else ''}: not Python that "
-                             f"parses ({e.msg}); "
-                             "--tools-from reads the file without running it: give the tools.py "
-                             "the domain runs with") from None
-        why = f"line {e.lineno}: {e.msg}"
+        where, what = f":{e.lineno}" if e.lineno else "", f"not Python that parses ({e.msg})"
     except (RecursionError, MemoryError, ValueError) as e:  # nested too deep; a NUL byte
-        if required:
-            raise InputError(f"{path}: cannot be parsed ({type(e).__name__}: {e}); give the "
-                             "tools.py the domain runs with") from None
-        why = type(e).__name__
-    notes.append(f"{path}: not read ({why}); types it defines are annotated dict")
+        what = f"cannot be parsed ({type(e).__name__}: {e})"
+    if required:
+        raise InputError(f"{path}{where}: {what}; --tools-from reads the file without running it: "
+                         "give the tools.py the domain runs with")
+    notes.append(f"{path}{where}: {what}; left out, so the types it defines are annotated dict")
     return None
 
 
