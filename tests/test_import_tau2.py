@@ -384,7 +384,7 @@ def test_the_stubs_are_valid_python_whatever_the_gold_arguments():
     be named `db` and `database`, and a tool may not take a name tools.py itself binds."""
     source = tools_source("shop", {"find": [{"db": "x", "database": "y", "when": "now"},
                                             {"db": "z", "database": "w", "limit": 3}]})
-    namespace: dict = {}
+    namespace: dict = {"__file__": "tools.py"}  # DOCS reads its mapping when first used
     exec(compile(source, "tools.py", "exec"), namespace)
     parameters = namespace["find"].__endstate_tool__.parameters
     assert list(parameters["properties"]) == ["db", "database", "when", "limit"]
@@ -406,7 +406,7 @@ def test_object_arguments_become_typeddicts_so_the_agent_sees_their_fields():
                               "exceptions": [{"c": 3}]}],
         "update_reservation_flights": [{"flights": [flight]}, {"flights": []}],
         "Flight": [{}]})  # a tool named like the class
-    namespace: dict = {}
+    namespace: dict = {"__file__": "tools.py"}  # DOCS reads its mapping when first used
     exec(compile(source, "tools.py", "exec"), namespace)
     book = namespace["book_reservation"].__endstate_tool__.parameters["properties"]
     assert book["passengers"]["items"] == {

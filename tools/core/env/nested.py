@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import unicodedata
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -268,21 +269,68 @@ _FROM_SQL = {"bool": bool, "json": orjson.loads, "real": float, "integer": int, 
 def rebuild_document(conn: sqlite3.Connection, mapping: Mapping) -> dict[str, Any]:
     """The document the tables hold now: the inverse of `document_rows` (a seed gives back its
     input; after an episode, the input with the episode's changes)."""
-    groups: dict[str, dict[tuple, list[dict[str, Any]]]] = {}
-    for t in mapping.tables[1:]:
-        order = ", ".join(f'"{c}"' for c in t.key_columns[:-1])
-        order += (", " if order else "") + ("rowid" if t.container == "object" else f'"{t.key}"')
-        cur = conn.execute(f'SELECT {_quoted(t.columns)} FROM "{t.name}" ORDER BY {order}')
-        group = groups[t.name] = {}
-        for row in cur:
-            record = dict(zip(t.columns, row))
-            group.setdefault(tuple(record[c] for c, _ in t.inherited), []).append(record)
+    groups = _groups(conn.execute, mapping.tables[1:])
     root = mapping.tables[0]
     row = {}
     if root.stored:
         row = dict(zip(root.columns, conn.execute(f'SELECT {_quoted(root.columns)} FROM "{ROOT}"')
                        .fetchone()))
     return _build(mapping, root, row, groups)
+
+
+# SQL and its parameters -> the rows: a connection's execute, or a tool's Db (documents.py)
+Select = Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]]
+EVERY = object()  # rebuild_entries: every entry of the collection
+
+
+def _groups(select: Select, tables: list[TableMap], first_key: Any = EVERY) -> dict[str, dict]:
+    """Each table's rows as dicts, grouped by their parent row's key, in document order; with
+    `first_key`, only the rows under that entry of a collection (the first key column of every
+    table below a collection is the collection's key)."""
+    groups: dict[str, dict[tuple, list[dict[str, Any]]]] = {}
+    for t in tables:
+        order = ", ".join(f'"{c}"' for c in t.key_columns[:-1])
+        order += (", " if order else "") + ("rowid" if t.container == "object" else f'"{t.key}"')
+        where, params = ("", ()) if first_key is EVERY else (f' WHERE "{t.key_columns[0]}" = ?',
+                                                              (first_key,))
+        group = groups[t.name] = {}
+        for row in select(f'SELECT {_quoted(t.columns)} FROM "{t.name}"{where} ORDER BY {order}',
+                          params):
+            record = dict(zip(t.columns, row))
+            group.setdefault(tuple(record[c] for c, _ in t.inherited), []).append(record)
+    return groups
+
+
+def collection_tables(mapping: Mapping, name: str) -> list[TableMap]:
+    """Table `name` of a collection (a top-level field's object or array) and the tables below it,
+    each before its children."""
+    if name not in {c.table for c in mapping.tables[0].children}:
+        known = ", ".join(c.table for c in mapping.tables[0].children)
+        raise MappingError(f"no collection {name!r} in the document; its collections: {known}")
+    inside = [mapping.by_name[name]]
+    for t in mapping.tables:  # listed parents first, so one pass finds every descendant
+        if t.name in mapping.parent and mapping.parent[t.name] in inside:
+            inside.append(t)
+    return inside
+
+
+def rebuild_entries(select: Select, mapping: Mapping, name: str,
+                    key: Any = EVERY) -> list[tuple[Any, Any]]:
+    """(key, item) of every entry of collection `name` as in the document, or of entry `key` only
+    ([] when there is none)."""
+    tables = collection_tables(mapping, name)
+    groups = _groups(select, tables, key)
+    t = tables[0]
+    return [(r[t.key], _build(mapping, t, r, groups)) for r in groups[name].get((), [])]
+
+
+def entry_rows(mapping: Mapping, name: str, key: Any, item: Any) -> dict[str, list[tuple]]:
+    """The rows of entry `key` of collection `name` holding `item`, by table (those of
+    `collection_tables`); MappingError names a path that does not fit, as document_rows does."""
+    tables = collection_tables(mapping, name)
+    rows: dict[str, list[tuple]] = {t.name: [] for t in tables}
+    _emit(mapping, tables[0], (), key, item, f"{tables[0].source}/{key}", rows)
+    return rows
 
 
 def _quoted(columns: list[str]) -> str:

@@ -11,6 +11,7 @@ from endstate.grade.authoring.scaffold import new_domain as write_scaffold
 from endstate.grade.authoring.scaffold import next_steps
 from endstate.grade.authoring.tau2_model import read_data_model
 from endstate.grade.authoring.tau2_source import read_source
+from endstate.grade.authoring.tau2_toolkit import read_toolkit
 from endstate.grade.authoring.tau2_write import report, write_domain
 
 
@@ -38,8 +39,12 @@ def import_group():
               help="The task file, when it is not FOLDER/tasks.json (nor the one tasks*.json).")
 @click.option("--policy", "policy_file", type=click.Path(dir_okay=False, path_type=Path),
               help="The agent's policy, when it is not FOLDER/policy.md (nor main_policy.md).")
+@click.option("--tools-from", "tools_from", metavar="PATH[:CLASS]",
+              help="tau2's tools.py of the domain, read without running it: tools.py gets a stub "
+                   "for every tool its toolkit CLASS declares (needed when the file has several), "
+                   "with tau2's signature, docstring and read/write mark.")
 @common_options()
-def tau2(folder, out_dir, force, data_model, tasks_file, policy_file):
+def tau2(folder, out_dir, force, data_model, tasks_file, policy_file, tools_from):
     """Import a tau2-bench domain folder (db.json or db.toml, tasks.json, policy.md, optional
     split_tasks.json): the database as tables seeded from a copy of it, the policy, and each task
     with its gold calls, its checks (from the reward basis), its user and its split. Tools are
@@ -48,11 +53,14 @@ def tau2(folder, out_dir, force, data_model, tasks_file, policy_file):
     \b
     Example:
       grade import tau2 tau2-bench/data/tau2/domains/airline --out mine/airline \\
-          --data-model tau2-bench/src/tau2/domains/airline/data_model.py
+          --data-model tau2-bench/src/tau2/domains/airline/data_model.py \\
+          --tools-from tau2-bench/src/tau2/domains/airline/tools.py
       grade validate --domains mine/airline mine/airline/tasks/airline.jsonl
     """
     model = read_data_model(data_model) if data_model else None
-    written = write_domain(read_source(folder, tasks_file, policy_file), out_dir, force, model)
+    toolkit = read_toolkit(tools_from) if tools_from else None
+    written = write_domain(read_source(folder, tasks_file, policy_file), out_dir, force, model,
+                           toolkit)
     for line in report(written, out_dir):
         click.echo(line, err=True)
 

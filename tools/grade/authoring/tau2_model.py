@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from endstate.core.errors import FileError, InputError
+from endstate.grade.authoring.tau2_hints import UNPARSABLE, last_name
 
 SAMPLE = "__endstate_model__"  # every text value and object key of the shape: a key equal to a
 # field's value is how the importer recognizes a key field, and this keeps the data's choice
@@ -41,11 +42,12 @@ class DataModel:
 def read_data_model(path: Path) -> DataModel:
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
-    except FileNotFoundError:
-        raise FileError(f"{path}: not found (--data-model: tau2's data_model.py)") from None
-    except (SyntaxError, ValueError) as e:
-        raise InputError(f"{path}: not Python that can be read ({e}); --data-model reads the "
-                         "tau2 domain's data_model.py as text") from None
+    except OSError as e:
+        raise FileError(f"{path}: cannot read ({e.strerror}; --data-model: tau2's "
+                        "data_model.py)") from None
+    except UNPARSABLE as e:
+        raise InputError(f"{path}: not Python that can be read ({type(e).__name__}: {e}); "
+                         "--data-model reads the tau2 domain's data_model.py as text") from None
     reader = _Reader(tree)
     roots = [name for name, bases in reader.bases.items() if "DB" in bases]
     if len(roots) != 1:
@@ -53,7 +55,10 @@ def read_data_model(path: Path) -> DataModel:
         raise InputError(f"{path}: expected one class based on tau2's DB (the database), found "
                          f"{found}")
     fields: list[str] = []
-    shape = reader.model(roots[0], "", fields, ())
+    try:
+        shape = reader.model(roots[0], "", fields, ())
+    except RecursionError:
+        raise InputError(f"{path}: annotations nested too deep to read") from None
     return DataModel(path, roots[0], shape, fields)
 
 
@@ -157,14 +162,8 @@ def _says_something(item: Any) -> bool:
 
 
 def _name(node: ast.expr) -> str:
-    """`List`, `typing.List` and `datetime.date` by their last name."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    if isinstance(node, ast.Subscript):
-        return _name(node.value)
-    return ""
+    """`List`, `typing.List`, `datetime.date` and `List[int]` by their last name."""
+    return last_name(node.value if isinstance(node, ast.Subscript) else node) or ""
 
 
 def _arguments(node: ast.expr) -> list[ast.expr]:

@@ -1,6 +1,7 @@
 """The code `grade import tau2` writes around the data: tools.py with one typed stub per tool the
 gold calls use (tools are code and are not translated) and a TypedDict per shape of object they
-pass, seed.py, and checks.py for tasks whose reward requires tau2's exact tool calls."""
+pass, seed.py, and checks.py for tasks whose reward requires tau2's exact tool calls. With
+--tools-from, tau2_declared.py writes the stubs from tau2's toolkit through `assemble`."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ WRITE_PREFIXES = (
     "reschedule_", "reserve_", "reset_", "resume_", "return_", "schedule_", "send_", "set_",
     "submit_", "suspend_", "toggle_", "transfer_funds", "unblock_", "unlock_", "update_",
     "upgrade_")
-HEADER_NAMES = ("Db", "ToolError", "tool", "NOW", "NOT_WRITTEN", "NotRequired", "TypedDict")
+HEADER_NAMES = ("Db", "ToolError", "tool", "NOW", "NOT_WRITTEN", "NotRequired", "TypedDict", "Any",
+                "Literal", "Path", "Documents", "DOCS")
 _SCALARS = {bool: "bool", int: "int", float: "float", str: "str"}
 
 
@@ -68,13 +70,14 @@ class Records:
         self.bodies[unique] = body
         return unique
 
-    def imports(self) -> str:
-        """The typing import the classes need ("" when there are none)."""
-        if not self.bodies:
-            return ""
-        needs = "NotRequired, TypedDict" if any("NotRequired[" in b for b in self.bodies.values()) \
-            else "TypedDict"
-        return f"from typing import {needs}\n\n"
+    def imports(self, also: set[str] = frozenset()) -> str:
+        """The typing import the classes and the names in `also` need ("" when none)."""
+        needs = set(also)
+        if self.bodies:
+            needs.add("TypedDict")
+        if any("NotRequired[" in b for b in self.bodies.values()):
+            needs.add("NotRequired")
+        return f"from typing import {', '.join(sorted(needs))}\n" if needs else ""
 
     def sources(self) -> list[str]:
         return [f"class {name}(TypedDict):\n{body}" for name, body in self.bodies.items()]
@@ -140,11 +143,9 @@ def signature(tool: str, calls: list[dict[str, Any]], records: Records) -> list[
     return sorted(params, key=lambda p: p[1].endswith("= None"))
 
 
-def _stub(tool: str, calls: list[dict[str, Any]], records: Records) -> str:
+def inferred_stub(tool: str, calls: list[dict[str, Any]], records: Records) -> str:
     params = signature(tool, calls, records)
-    names = {p for p, _, _ in params}
-    handle = next(h for h in itertools.chain(("db", "database"), (f"_db{n}" for n in itertools.count()))
-                  if h not in names)
+    handle = handle_name({p for p, _, _ in params})
     args = "".join(f", {p}: {a}" for p, a, _ in params)
     mark = ("@tool(writes=True)  # guessed from the name; @tool if it only reads"
             if tool.startswith(WRITE_PREFIXES) else "@tool  # guessed from the name; "
@@ -157,6 +158,12 @@ def _stub(tool: str, calls: list[dict[str, Any]], records: Records) -> str:
         lines += [f"        {p}: e.g. {docstring_text(_example(e))}." for p, _, e in params]
     lines += ['    """', f'    raise ToolError(NOT_WRITTEN.format("{tool}"))']
     return "\n".join(lines)
+
+
+def handle_name(taken: set[str]) -> str:
+    """The name of a stub's Db parameter: `db`, unless an argument has that name."""
+    return next(h for h in itertools.chain(("db", "database"), (f"_db{n}" for n in itertools.count()))
+                if h not in taken)
 
 
 def _example(value: Any) -> str:
@@ -182,25 +189,43 @@ def tools_source(domain: str, calls: dict[str, list[dict[str, Any]]]) -> str:
         if why:
             raise InputError(f"tool name {name!r} {why}; rename the tool in tasks.json")
     records = Records(reserved=tuple(calls))
-    stubs = [_stub(name, args, records) for name, args in calls.items()]
-    header = TOOLS_HEADER.format(domain=domain).replace(
-        "from endstate.core.env.tools", records.imports() + "from endstate.core.env.tools")
+    stubs = [inferred_stub(name, args, records) for name, args in calls.items()]
+    return assemble(domain, records, stubs, INFERRED)
+
+
+INFERRED = ("Argument types are inferred from the gold calls; the read/write marks are guessed from "
+            "the names.")
+
+
+def assemble(domain: str, records: Records, stubs: list[str], how: str,
+             typing_names: set[str] = frozenset()) -> str:
+    """tools.py: the header (`how` says where the stubs come from), then the classes, the stubs."""
+    header = TOOLS_HEADER.format(domain=domain, how=how,
+                                 typing=records.imports(typing_names))
     return header + "\n\n\n".join([*records.sources(), *stubs]) + "\n"
 
 
 TOOLS_HEADER = '''"""Tools of the {domain} domain, imported from tau2-bench by `grade import tau2`.
 
-Tools are code, so the import does not translate them: each one here is a typed stub (argument
-types inferred from the gold calls) that fails with "not written yet". Write each body against the
-tables of schema.sql (tables.md says where each column comes from in tau2's db.json), raise
-ToolError with what the agent should be told, and mark the tools that change the database
-@tool(writes=True). `grade validate` names the stubs still to write.
+Tools are code, so the import does not translate them: each one here is a typed stub that fails
+with "not written yet".
+{how}
+Write each body against the tables of schema.sql (tables.md says where each column comes from in
+tau2's db.json) or on the document's entries through DOCS, raise ToolError with what the agent
+should be told, and check each tool that changes the database is marked @tool(writes=True).
+`grade validate` names the stubs still to write.
 """
 
+from pathlib import Path
+{typing}
+from endstate.core.env.documents import Documents
 from endstate.core.env.tools import Db, ToolError, tool
 
 NOW = "2026-01-15T12:00:00"  # db.now, the domain's clock: set the date your policy.md assumes
 NOT_WRITTEN = "tool {{}} is not written yet: write its body in the tools.py of domain {domain}"
+# seed/db.json an entry at a time, as the nested dict it is there: DOCS.load(db, "users", key),
+# change it, DOCS.save(db, "users", key, user) writes back the rows that changed
+DOCS = Documents(Path(__file__).parent / "seed" / "mapping.json")
 
 
 '''

@@ -15,11 +15,13 @@ from endstate.core.env.nested import Mapping, MappingError, document_rows
 from endstate.core.errors import EndstateError, ExitCode, InputError
 from endstate.grade.authoring.nested_tables import column_guide, create_statements, infer_mapping
 from endstate.grade.authoring.staging import check_domain_name, staged
+from endstate.grade.authoring.tau2_declared import GeneratedTools, generated_tools
 from endstate.grade.authoring.tau2_import import Converted, Converter
 from endstate.grade.authoring.tau2_model import DataModel, model_warnings
 from endstate.grade.authoring.tau2_reimport import mark_failing_gold, merge_schema
 from endstate.grade.authoring.tau2_source import Source, init_documents
-from endstate.grade.authoring.tau2_stubs import CHECKS_SOURCE, SEED_SOURCE, tools_source
+from endstate.grade.authoring.tau2_stubs import CHECKS_SOURCE, SEED_SOURCE
+from endstate.grade.authoring.tau2_toolkit import Toolkit
 
 SCHEMA_HEADER = """\
 -- Tables of this domain, imported from tau2-bench by `grade import tau2`.
@@ -50,11 +52,12 @@ class Written:
     rows: int
     kept: list[str]  # files of the user's that --force did not overwrite
     tasks_file: Path
+    tools: GeneratedTools
     notes: list[str]  # what the user should know: missing policy, data model, re-import
 
 
-def write_domain(source: Source, out: Path, force: bool = False,
-                 model: DataModel | None = None) -> Written:
+def write_domain(source: Source, out: Path, force: bool = False, model: DataModel | None = None,
+                 toolkit: Toolkit | None = None) -> Written:
     """Write the domain folder `out` (its name is the domain's) for `source`, whole or not at all:
     into a temporary folder whose schema, seed and generated code are loaded before it is renamed
     to `out` (staging.staged)."""
@@ -73,7 +76,9 @@ def write_domain(source: Source, out: Path, force: bool = False,
     except MappingError as e:
         raise InputError(f"{source.db_file}: {e.message}") from None
     converted = Converter(source, domain, mapping).convert()
-    files = _files(source, domain, mapping, converted)  # every refusal happens here, before a write
+    tools = generated_tools(domain, converted.calls, toolkit)  # toolkit: --tools-from
+    # every refusal happens here, before a write
+    files = _files(source, domain, mapping, converted, tools.source)
     notes = [*source.warnings, *model_warnings(source.folder, source.document, model)]
     with staged(out, keep_existing=force) as tmp:
         # code is the user's once written: a re-import (--force) keeps it, and their schema edits
@@ -88,7 +93,7 @@ def write_domain(source: Source, out: Path, force: bool = False,
         if "tools.py" in kept:
             notes += _mark_failing_gold(Domain(domain, tmp), source, converted)
     return Written(Domain(domain, out), converted, rows, kept, out / "tasks" / f"{domain}.jsonl",
-                   notes)
+                   tools, notes)
 
 
 def _merge_schema(folder: Path, mapping, files: dict[str, bytes]) -> list[str]:
@@ -124,7 +129,8 @@ def _mark_failing_gold(domain: Domain, source: Source, converted: Converted) -> 
     return lines
 
 
-def _files(source: Source, domain: str, mapping, converted: Converted) -> dict[str, bytes]:
+def _files(source: Source, domain: str, mapping, converted: Converted,
+           tools: str) -> dict[str, bytes]:
     """Every file the import writes, by its path in the domain folder."""
     data = (source.db_file.read_bytes() if source.db_file.suffix == ".json"
             else orjson.dumps(source.document, option=orjson.OPT_INDENT_2))  # TOML dates: ISO text
@@ -133,7 +139,7 @@ def _files(source: Source, domain: str, mapping, converted: Converted) -> dict[s
              "tables.md": (TABLES_HEADER.format(domain=domain) + column_guide(mapping)).encode(),
              "seed.py": SEED_SOURCE.format(domain=domain).encode(),
              "policy.md": source.policy.encode(),
-             "tools.py": tools_source(domain, converted.calls).encode(),
+             "tools.py": tools.encode(),
              f"tasks/{domain}.jsonl": _task_lines(source, converted)}
     if converted.action_checks:
         files["checks.py"] = CHECKS_SOURCE.format(domain=domain).encode()
@@ -200,9 +206,7 @@ def report(written: Written, out: Path) -> list[str]:
                      "a tool that reads them, or the answers they hold are out of its reach")
     lines += [f"kept {out / f}: it was there already" for f in written.kept]
     if "tools.py" not in written.kept:
-        lines.append(f"tools are code, so they are not translated: {out / 'tools.py'} has a typed "
-                     f"stub for each of the {len(c.calls)} tools the gold calls use, failing with "
-                     "'not written yet'")
+        lines += written.tools.report(out / "tools.py")
     tasks = written.tasks_file
     lines += ["next:",
               (f"  1. write each tool in {out / 'tools.py'} against the tables of "
