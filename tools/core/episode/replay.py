@@ -42,7 +42,7 @@ def replay(domain: Domain, record: dict[str, Any], steps: list[Step]) -> dict[st
             if "say" in step:
                 transcript.append(AssistantMessage(step["say"]))
                 continue
-            call = ToolCall.of(step["tool"], step["args"], f"call_{i}")
+            call = ToolCall.of(step["tool"], step["args"], call_id(i))
             result = sandbox.call(step["tool"], step["args"])
             transcript.append(AssistantMessage(None, tool_calls=[call]))
             transcript.append(ToolMessage(call.id, step["tool"], result.content))
@@ -52,6 +52,17 @@ def replay(domain: Domain, record: dict[str, Any], steps: list[Step]) -> dict[st
             attempt=0, policy=Policy(model="replay", backend="replay"), status="ok",
             termination="replay", messages=transcript, changes=table_changes(sandbox.changes()),
             seed_digest=sandbox.seed_digest, usage={}, cost_usd=0.0).record()
+
+
+def call_id(index: int) -> str:
+    """The tool-call id replay gives step `index`."""
+    return f"call_{index}"
+
+
+def call_failed(episode: dict[str, Any], index: int) -> bool:
+    """Whether the call of step `index` of a replayed episode came back as an error."""
+    return any(m["role"] == "tool" and m.get("tool_call_id") == call_id(index)
+               and m.get("content", "").startswith('{"error"') for m in episode["messages"])
 
 
 def failed_calls(episode: dict[str, Any]) -> list[str]:
