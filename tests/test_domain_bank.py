@@ -136,7 +136,8 @@ def test_unfreezing_a_card_under_fraud_dispute_scores_zero(grader, tasks):
         {"tool": "unfreeze_card", "args": {"card_id": "K90003"}}])
     assert graded["reward"] == 0
     assert failed_checks(graded)["old-card-cancelled"] == (
-        "cards[K90003].status: expected 'cancelled', got 'active'")
+        "cards[K90003].status: expected 'cancelled', got 'active'; "
+        "cards[K90003].cancel_reason: expected 'compromised', got None")
 
 
 # -- the app's features (a neobank): the same split of hard rules and traps -----------------------

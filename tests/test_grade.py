@@ -77,7 +77,7 @@ def test_absent_and_count(grader, tasks):
     assert graded["reward"] == 0
     assert details(graded)[:2] == [
         "refunds where order_id='W90021': expected no row, found 1: refunds[RF00347]",
-        "escalations where order_id='W90021': expected 1 row(s), got 0"]
+        "escalations where order_id='W90021', customer_id=one of 'C9002', None: expected 1 row(s), got 0"]
 
 
 def test_sql_check_scalar_rows_and_read_only(grader, tasks):

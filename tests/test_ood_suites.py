@@ -26,9 +26,9 @@ class Suite:
     customers: tuple[str, str] | None = None  # id prefixes of the bench's and the train's customers
 
 
-SUITES = [Suite("insurance", "01c192c7fe6b02a963df6ea6d7c862ba0889671ec6757e0cdaf4e924e50ec04f", 3,
+SUITES = [Suite("insurance", "f47c1729b599ccf23ecc4e0279b400439c2d3c9fefe401169bed6614262911a5", 3,
                 ("C9", "C8")),
-          Suite("consulting", "8565415e931417080ed74c3a741193da9e4b0c1173c3ff8344f5180105c1016c", 2)]
+          Suite("consulting", "afc7697f41451c4973bb591cd8b5190084fc8377f636977997cf85ee8dde992b", 2)]
 
 
 @cache

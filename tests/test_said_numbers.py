@@ -103,7 +103,8 @@ def test_a_row_check_without_expect_passes_when_the_row_exists(grader, tasks):
 
 def test_an_existence_check_alone_makes_a_sound_task(tmp_path, tasks):
     source = tasks.get("retail-cancel-pending")
-    task = {"id": "retail-cancel-exists", "domain": "retail", "init": source["init"], "gold": source["gold"],
+    gold = [*source["gold"][:2], {**source["gold"][2], "free": ["reason"]}]  # a refund shows no reason
+    task = {"id": "retail-cancel-exists", "domain": "retail", "init": source["init"], "gold": gold,
             "user": {"instruction": "Cancel W90001.", "opening": "Cancel my order."}}
     task["checks"] = [{"kind": "row", "table": "refunds", "where": {"order_id": "W90001"}}]
     path = tmp_path / "t.jsonl"

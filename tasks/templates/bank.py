@@ -145,7 +145,7 @@ def card_limit(rng: random.Random, ids: Ids, n: int) -> dict:
         gold += [say(f"Your verification level allows at most {money(cap)}; {money(wanted)} "
                      "needs a review. Shall I file a request?"),
                  call("request_limit_increase", card_id=k["id"], requested_limit=wanted,
-                      reason=purpose),
+                      reason=purpose, free=("reason",)),
                  say("The request is filed; the credit team reviews it within 2-3 days.")]
         checks = [row("limit-unchanged", "cards", {"id": k["id"]}, {"spending_limit": current}),
                   row("request-filed", "limit_requests", {"card_id": k["id"]},
@@ -282,9 +282,12 @@ def dispute_escalated(ch: Charge, target: str, lookup: list,
     gold = lookup + [say("Disputes over $2,500.00 go to our disputes team; I'll pass it on."),
                      call("escalate", summary=f"Dispute of {money(ch.charged)} {ch.merchant} "
                                               f"charge {target}; over the $2,500 threshold.",
-                          customer_id=customer_id, reference=target)]
+                          customer_id=customer_id, reference=target, free=("summary",))]
+    # the reference may be left out, but not name another transaction
     checks = [no_dispute(target), {"id": "escalated", "kind": "count", "table": "escalations",
-                                   "where": {"customer_id": customer_id}, "expect": 1},
+                                   "where": {"customer_id": customer_id,
+                                             "reference": {"any_of": [target, None]}},
+                                   "expect": 1},
               only(allow("escalations", {"customer_id": customer_id}))]
     return gold, checks, ["dispute", "policy-trap", "escalate"]
 
@@ -322,6 +325,13 @@ def dispute_opened(ch: Charge, ids: Ids, lookup: list, aid: str, kid: str,
     return gold, checks, tags
 
 
+def destination_named(kid: str, place: str) -> dict:
+    """The card's travel notice names `place`, in whatever words and case."""
+    return {"id": "notice-destination", "kind": "sql", "expect": 1,
+            "query": "SELECT count(*) FROM travel_notices WHERE card_id = ? AND lower(destination) LIKE ?",
+            "params": [kid, f"%{place.lower()}%"]}
+
+
 def travel_notice(rng: random.Random, ids: Ids, n: int) -> dict:
     c = person(rng, ids, rng.choice((1, 2, 3)))
     aid, kid = ids.account(1), ids.card(1)
@@ -351,6 +361,7 @@ def travel_notice(rng: random.Random, ids: Ids, n: int) -> dict:
              say(f"Your notice covers {start.isoformat()} to {agreed.isoformat()}.")]
     checks = [row("notice", "travel_notices", {"card_id": kid},
                   {"start_date": start.isoformat(), "end_date": agreed.isoformat()}),
+              destination_named(kid, country),
               only(allow("travel_notices", {"card_id": kid}))]
     init = {"customers": [c], "accounts": [account(aid, c["id"], "checking", 2600.0, 2500.0)],
             "cards": [card(kid, c["id"], aid, digit, 1000.0)]}

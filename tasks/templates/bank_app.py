@@ -125,6 +125,11 @@ def instant_transfer(rng: random.Random, ids: Ids, n: int) -> dict:
     checks = [python_check("within-limits", "instant_transfers_within_limits", customer_id=c["id"]),
               row("sent", "instant_transfers", {"payee_id": to, "created_at": "2026-01-15T12:00:00"},
                   {"amount": amount})]
+    if variant == "new-payee":  # the payee the money goes to is the one the customer described
+        checks.append({"id": "payee-added", "kind": "sql", "expect": 1,
+                       "query": "SELECT count(*) FROM payees WHERE id = ? AND name = ? AND "
+                                "account_number = ? AND lower(bank) LIKE '%chase%'",
+                       "params": [to, other, f"{5100000000 + ids.n}"]})
     if variant != "within":
         checks.append(said("told-limit", amount))
     allowed = [allow("instant_transfers", {"account_id": a["id"]}), allow("accounts", {"id": a["id"]})]

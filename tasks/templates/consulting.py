@@ -111,7 +111,8 @@ def log_time(s: Scene) -> dict:
         tags = ["time", "log", "policy-trap", "said"]
     else:
         gold += [call("log_time", employee_id=person["id"], engagement_id=eng["id"],
-                      work_date=d.isoformat(), hours=hours, description=what) for d in days]
+                      work_date=d.isoformat(), hours=hours, description=what, free=("description",))
+                 for d in days]
         gold.append(say(f"Logged {hours:g} hours on {eng['id']} for {when}."))
         checks = [row(f"logged-{d.isoformat()}", "time_entries",
                       {"employee_id": person["id"], "engagement_id": eng["id"],
@@ -216,11 +217,12 @@ def staff_consultant(s: Scene) -> dict:
                      f"{partner['name']}'s approval. I'll file it and staff at the card rate."),
                  call("request_approval", kind="rate_exception", reference=eng["id"],
                       amount=asked, requested_by=manager["id"], approver_id=partner["id"],
-                      note=f"discount for {person['name']}", employee_id=person["id"])]
+                      note=f"discount for {person['name']}", employee_id=person["id"], free=("note",))]
         checks.append(row("exception-filed", "approvals",
                           {"kind": "rate_exception", "reference": eng["id"],
                            "employee_id": person["id"]},
-                          {"amount": asked, "status": "pending", "approver_id": partner["id"]}))
+                          {"amount": asked, "status": "pending", "approver_id": partner["id"],
+                           "requested_by": manager["id"]}))
         allowed.append(allow("approvals", {"reference": eng["id"]}))
     gold += [call("assign_consultant", engagement_id=eng["id"], employee_id=person["id"],
                   hours_per_week=hours, start_date=start.isoformat(), end_date=end.isoformat(),

@@ -98,10 +98,10 @@ def large_invoice(s: Scene) -> dict:
                      "first; I'll request it and keep the invoice a draft."),
                  call("request_approval", kind="invoice", reference=inv["id"],
                       amount=inv["amount"], requested_by=manager["id"],
-                      approver_id=partner["id"], note="monthly invoice over $50,000")]
+                      approver_id=partner["id"], note="monthly invoice over $50,000", free=("note",))]
         checks = [row("approval-requested", "approvals", {"kind": "invoice", "reference": inv["id"]},
                       {"status": "pending", "amount": approx(inv["amount"]),
-                       "approver_id": partner["id"]}),
+                       "approver_id": partner["id"], "requested_by": manager["id"]}),
                   row("still-draft", "invoices", {"id": inv["id"]}, {"status": "draft"}),
                   only(allow("approvals", {"reference": inv["id"]}))]
     else:
@@ -147,12 +147,12 @@ def budget_overrun(s: Scene) -> dict:
                      "order instead."),
                  call("request_approval", kind="change_order", reference=eng["id"],
                       amount=needed, requested_by=manager["id"], approver_id=partner["id"],
-                      note="approved time exceeds the budget")]
+                      note="approved time exceeds the budget", free=("note",))]
         checks = [{"id": "no-invoice", "kind": "absent", "table": "invoices",
                    "where": {"engagement_id": eng["id"], "status": "draft"}},
                   row("change-order", "approvals", {"kind": "change_order", "reference": eng["id"]},
                       {"amount": approx(needed), "status": "pending",
-                       "approver_id": partner["id"]}),
+                       "approver_id": partner["id"], "requested_by": manager["id"]}),
                   python_check("within-budget", "billing_within_budget", engagement_id=eng["id"]),
                   only(allow("approvals", {"reference": eng["id"]}))]
     return {"tags": ["invoice", "budget"] + (["multi-write"] if raised else ["policy-trap"]),

@@ -155,7 +155,7 @@ def file_claim(s: Scene) -> dict:
     else:
         gold += [call("file_claim", policy_id=p["id"], vehicle_id=v["id"],
                       loss_date=loss.isoformat(), loss_type=kind, description=story,
-                      **({"driver_id": driver["id"]} if driver else {})),
+                      **({"driver_id": driver["id"]} if driver else {}), free=("description",)),
                  say("Your claim is filed; an appraiser will estimate it within 3 business days.")]
         checks = [row("filed", "claims", {"vehicle_id": v["id"], "loss_date": loss.isoformat()},
                       {"loss_type": kind, "status": "open",
@@ -190,10 +190,11 @@ def reinstate(s: Scene) -> dict:
                      "reinstated. I'll pass you to sales for a new policy."),
                  call("escalate", summary=f"Policy {p['id']} lapsed on {lapse}, past the 30-day "
                                           "reinstatement window; customer wants cover again.",
-                      customer_id=c["id"], reference=p["id"])]
+                      customer_id=c["id"], reference=p["id"], free=("summary",))]
         checks = [row("still-lapsed", "policies", {"id": p["id"]}, {"status": "lapsed"}),
                   {"id": "escalated", "kind": "count", "table": "escalations",
-                   "where": {"customer_id": c["id"]}, "expect": 1},
+                   "where": {"customer_id": c["id"], "reference": {"any_of": [p["id"], None]}},
+                   "expect": 1},
                   only(allow("escalations", {"customer_id": c["id"]}))]
         tags = ["policy", "reinstate", "policy-trap", "escalate"]
     else:

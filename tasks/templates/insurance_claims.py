@@ -93,7 +93,7 @@ def split_claim(s: Scene) -> dict:
         gold += [say(f"The payout comes to {money(total)}, over $5,000.00, so an adjuster must "
                      "approve it first. Shall I send it for review?"),
                  call("request_adjuster_review", claim_id=claim["id"], amount=total,
-                      reason="repair, rental car and tow"),
+                      reason="repair, rental car and tow", free=("reason",)),
                  say("It's with an adjuster, who decides within 2 business days.")]
         checks = [row("review-filed", "adjuster_reviews", {"claim_id": claim["id"]},
                       {"amount": approx(total), "status": "pending"}),

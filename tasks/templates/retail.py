@@ -225,13 +225,15 @@ def refund_not_received(s: Scene) -> dict:
         "checks": [python_check("no-refund-before-receipt", "refunds_only_received_returns",
                                 order_id=oid),
                    {"id": "escalated", "kind": "count", "table": "escalations",
-                    "where": {"order_id": oid}, "expect": 1},
+                    "where": {"order_id": oid, "customer_id": {"any_of": [c["id"], None]}},
+                    "expect": 1},
                    only(allow("escalations", {"order_id": oid}))],
         "gold": [lookup, call("get_order", order_id=oid),
                  say(f"Return {rid} has not been received yet, so I can't refund it. I'll "
                      "transfer you to a colleague."),
                  call("transfer_to_human", customer_id=c["id"], order_id=oid,
-                      summary=f"Customer wants a refund for return {rid} before it is received.")],
+                      summary=f"Customer wants a refund for return {rid} before it is received.",
+                      free=("summary",))],
     }
 
 

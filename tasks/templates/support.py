@@ -57,7 +57,8 @@ def resolve_blocked(s: Scene) -> dict:
         gold += [say(f"The {shipment['carrier']} exception {exc['id']} is still open, so ticket "
                      f"{t['id']} can't be closed. I'll escalate it to a senior agent."),
                  call("escalate_ticket", ticket_id=t["id"],
-                      reason=f"Customer insists on closing {t['id']} while exception {exc['id']} is open.")]
+                      reason=f"Customer insists on closing {t['id']} while exception {exc['id']} is open.",
+                      free=("reason",))]
         return {
             "tags": ["resolve", "policy-trap", "escalate", "python-check"],
             "user": {"instruction": f"{who(c)} You want ticket {t['id']} closed today. If refused, "
@@ -75,7 +76,7 @@ def resolve_blocked(s: Scene) -> dict:
              call("update_ticket_status", ticket_id=t["id"], status="pending"),
              call("add_note", ticket_id=t["id"], visibility="customer",
                   body=f"Waiting on {shipment['carrier']} to settle exception {exc['id']}; "
-                       "we will close this ticket then.")]
+                       "we will close this ticket then.", free=("body",))]
     return {
         "tags": ["resolve", "policy-trap", "python-check"],
         "user": {"instruction": f"{who(c)} You want ticket {t['id']} about your {rng.choice(ITEMS)} closed. "
@@ -259,7 +260,8 @@ def delivered_close(s: Scene) -> dict:
                         allow("tickets", {"id": t["id"]}))],
         "gold": [lookup, call("get_ticket", ticket_id=t["id"]),
                  call("resolve_carrier_exception", exception_id=exc["id"], resolution=resolution),
-                 call("resolve_ticket", ticket_id=t["id"], resolution="Package arrived.")],
+                 call("resolve_ticket", ticket_id=t["id"], resolution="Package arrived.",
+                      free=("resolution",))],
     }
 
 

@@ -32,8 +32,13 @@ def domain_seed(domain: str) -> ModuleType:
 
 # -- gold steps and the simulated user ----------------------------------------------------------
 
-def call(tool: str, **args: Any) -> dict:
-    return {"tool": tool, "args": args}
+def call(tool: str, *, free: tuple[str, ...] = (), **args: Any) -> dict:
+    """A gold tool call. `free`: its arguments whose value is the agent's to choose (a summary's
+    wording), which `grade validate` does not ask a check to notice a change of."""
+    step = {"tool": tool, "args": args}
+    if free:
+        step["free"] = list(free)
+    return step
 
 
 def say(text: str) -> dict:

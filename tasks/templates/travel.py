@@ -193,7 +193,7 @@ def downgrade_no_approval(s: Scene) -> dict:
                  say(f"A downgrade needs approval from your manager, {manager['name']}, first; the "
                      f"room stays {b['room_type']} for now. Shall I file the request?"),
                  call("file_approval_request", employee_id=e["id"], kind="downgrade",
-                      booking_id=b["id"], room_type=lower, reason=reason)],
+                      booking_id=b["id"], room_type=lower, reason=reason, free=("reason",))],
     }
 
 
@@ -264,7 +264,7 @@ def date_change_no_approval(s: Scene) -> dict:
                      f"{spoken(new_out)}. File it?"),
                  call("file_approval_request", employee_id=e["id"], kind="date_change",
                       booking_id=b["id"], check_in=day(new_in), check_out=day(new_out),
-                      reason=reason)],
+                      reason=reason, free=("reason",))],
     }
 
 
@@ -340,7 +340,7 @@ def over_cap_request(s: Scene) -> dict:
                      f"so I can't book it. I can ask {manager['name']} to approve it. Shall I?"),
                  call("file_approval_request", employee_id=e["id"], kind="over_cap",
                       hotel_id=hotel["id"], room_type="suite", check_in=day(check_in),
-                      check_out=day(check_out), reason=reason)],
+                      check_out=day(check_out), reason=reason, free=("reason",))],
     }
 
 

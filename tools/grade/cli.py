@@ -23,6 +23,7 @@ from endstate.core.grading.grader import Grader, TaskIndex, builtin_task_files, 
 from endstate.core.records.jsonl import fail, read_jsonl, write_jsonl
 from endstate.grade.authoring.cli import import_group, new_domain
 from endstate.grade.listing import count, listing, matches, summary_table
+from endstate.grade.sensitivity import seen_values
 from endstate.grade.show import show
 from endstate.grade.state import output_path, pick_episode, write_state
 from endstate.grade.validate import validate_task
@@ -94,8 +95,9 @@ def score(episodes, task_files, domains, judge, skip):
 @judge_options
 @common_options(domains=True, skip_invalid=True, quiet=True)
 def validate(task_files, domains, judge, skip, quiet):
-    """Prove tasks sound: gold passes, doing nothing fails, and dropping any single writing gold
-    call fails. Emits one verdict per task; exits 1 if any task is unsound.
+    """Prove tasks sound: gold passes, doing nothing fails, dropping any single writing gold call
+    fails, and so does changing any argument of one that the call does not list as `free`. Emits
+    one verdict per task; exits 1 if any task is unsound.
 
     Without TASK_FILES, validates the built-in suites. Judge checks are exercised only when a
     judge is configured; otherwise they are listed as unverified.
@@ -106,12 +108,13 @@ def validate(task_files, domains, judge, skip, quiet):
     """
     tasks = TaskIndex(domains, task_files or builtin_task_files(domains), skip=skip)
     grader = Grader(domains, judge)
+    seen = seen_values(tasks)  # arguments are varied with values they have in other tasks' gold
     unsound = []
     progress = Progress(len(tasks.by_id), "validate", unit="task", quiet=quiet, counts=("sound", "unsound"))
 
     def verdicts():
         for task in tasks:
-            verdict = validate_task(grader, task)
+            verdict = validate_task(grader, task, seen)
             if not verdict["sound"]:
                 unsound.append(verdict)
                 note(f"{tasks.where[verdict['task_id']]}: task {verdict['task_id']} is unsound: "

@@ -42,7 +42,7 @@ def replay(domain: Domain, record: dict[str, Any], steps: list[Step]) -> dict[st
             if "say" in step:
                 transcript.append(AssistantMessage(step["say"]))
                 continue
-            call = ToolCall.of(step["tool"], step["args"], f"call_{i}")
+            call = ToolCall.of(step["tool"], step["args"], call_id(i))
             result = sandbox.call(step["tool"], step["args"])
             transcript.append(AssistantMessage(None, tool_calls=[call]))
             transcript.append(ToolMessage(call.id, step["tool"], result.content))
@@ -52,6 +52,11 @@ def replay(domain: Domain, record: dict[str, Any], steps: list[Step]) -> dict[st
             attempt=0, policy=Policy(model="replay", backend="replay"), status="ok",
             termination="replay", messages=transcript, changes=table_changes(sandbox.changes()),
             seed_digest=sandbox.seed_digest, usage={}, cost_usd=0.0).record()
+
+
+def call_id(index: int) -> str:
+    """The tool-call id replay gives step `index`."""
+    return f"call_{index}"
 
 
 def failed_steps(episode: dict[str, Any]) -> dict[int, str]:

@@ -126,7 +126,8 @@ def _tasks(domain: str) -> list[dict]:
                     "allow": [{"table": "requests", "where": {"customer_id": "C9001"}}]}],
         "gold": [{"tool": "find_customer", "args": {"email": "ana.silva@example.com"}},
                  {"tool": "open_request", "args": {"customer_id": "C9001", "kind": "upgrade",
-                                                   "note": "Customer asked to upgrade to plus."}}]}
+                                                   "note": "Customer asked to upgrade to plus."},
+                  "free": ["note"]}]}  # the note's words are the agent's: validate does not vary them
     which_plan = {
         "id": f"{domain}-which-plan", "domain": domain, "split": "example",
         "tags": ["said", "read-only"],
