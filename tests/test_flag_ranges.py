@@ -318,6 +318,8 @@ def test_a_grpo_judge_cache_that_is_no_sqlite_file_is_a_usage_error(tmp_path):
     ("evalstats", ["tally", "A", "--procs", "0"], "--procs"),
     ("evalstats", ["report", "A", "-o", "r.html", "--k", "10000001"], "--k"),
     ("evalstats", ["report", "A", "-o", "r.html", "--cluster", ""], "--cluster"),
+    ("evalstats", ["summary", "A", "--cluster", "policy"], "--cluster"),  # exit 70 before
+    ("evalstats", ["compare", "A", "A", "--cluster", "policy"], "--cluster"),
     ("evalstats", ["report", "A", "-o", "r.html", "--price", "m=1e309,1"], "--price"),
     ("evalstats", ["summary", "A", "--by", "policy", "--by", "a\nb"], "--by"),
     ("bucket", ["A", "--posteriors", "posteriors.svg"], "--posteriors"),

@@ -56,8 +56,17 @@ price_option = click.option(
     "attempts (repeatable).")
 
 
+def _cluster_field(ctx, param, value):
+    value = ranges.field_names(ctx, param, value)
+    if value == G.POLICY:  # a cluster is a set of tasks; the policy varies within one task
+        raise click.BadParameter("policy is not a field of a task: cluster by a task field "
+                                 "(template, domain, ...), and compare policies with --by policy "
+                                 "or evalstats compare", ctx, param)
+    return value
+
+
 cluster_option = click.option(
-    "--cluster", metavar="FIELD", callback=ranges.field_names,
+    "--cluster", metavar="FIELD", callback=_cluster_field,
     help="Cluster-robust (CR1) standard errors over the values of this task field "
     "(population estimand).")
 
