@@ -65,9 +65,7 @@ def score(episodes, task_files, domains, judge, skip):
         for loc, episode in read_jsonl(list(episodes), "episode", skip=skip):
             task = tasks.get(episode["task_id"])
             if task is None:
-                where = " or ".join(task_files) if task_files else "the built-in suites"
-                fail(loc, f"unknown task id {episode['task_id']!r} (not in {where}); "
-                     "pass --tasks FILE that defines it", skip)
+                fail(loc, tasks.unknown(episode["task_id"]), skip)
                 continue
             if task["id"] not in problems:  # a judge check and no judge: before grading, as probe
                 problems[task["id"]] = grader.task_problem(task)
@@ -247,9 +245,7 @@ def state(episodes, which: StateOf, out_file, diff_db, force, task_files, domain
         task_id = episode["task_id"]
     task = tasks.get(task_id)
     if task is None:
-        where = " or ".join(task_files) if task_files else "the built-in suites"
-        raise EndstateError(f"unknown task id {task_id!r} (not in {where}); pass --tasks FILE that "
-                            "defines it")
+        raise EndstateError(tasks.unknown(task_id))
     domain = domains[task["domain"]]
     if gold or initial:
         changes, what = (Grader(domains).gold_changes(task), "gold") if gold else ({}, "initial")
