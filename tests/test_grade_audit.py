@@ -162,6 +162,8 @@ def test_grade_pipes_into_audit(suite, tmp_path):
     ("ungraded", "graded_episode record: 'reward' is a required property (schema: "
                  "schemas/graded_episode.schema.json); the record is an episode (rollout's output, "
                  "not graded yet): pipe the episodes through `grade` first"),
+    ("stale", "customers[C0001] was {'email': 'wrong@example.com'} when the episode was recorded but "
+              "is {'email': 'pedro.kim1@example.com'} in seed + init now"),
 ])
 def test_bad_lines_stop_with_file_and_line_or_are_skipped(suite, tmp_path, bad, message):
     task_file, _, by_case, raw = suite
@@ -169,7 +171,11 @@ def test_bad_lines_stop_with_file_and_line_or_are_skipped(suite, tmp_path, bad, 
         bad = orjson.dumps({**by_case["different"], "task_id": "no-such-task"}) + b"\n"
     elif bad == "ungraded":
         bad = orjson.dumps(raw["extra"]) + b"\n"
-    message = message.format(tasks=task_file)
+    elif bad == "stale":  # a diff that no longer applies to seed + init: grade refuses it too
+        stale = copy.deepcopy(by_case["extra"])
+        stale["changes"]["customers"]["updated"][0]["before"]["email"] = "wrong@example.com"
+        bad = orjson.dumps(stale) + b"\n"
+    message = message.replace("{tasks}", str(task_file))
     path = tmp_path / "mixed.jsonl"
     path.write_bytes(orjson.dumps(by_case["extra"]) + b"\n" + bad + orjson.dumps(by_case["missing"]) + b"\n")
     p = run_tool("grade", "audit", "--tasks", str(task_file), str(path))

@@ -23,6 +23,7 @@ from typing import Any
 
 from endstate.core.env.changes import Changes, key_text
 from endstate.core.env.domain import Table
+from endstate.core.env.sandbox import Sandbox
 from endstate.core.errors import ConfigurationError, EndstateError
 from endstate.core.grading.checks import ignored, terminal
 from endstate.core.grading.grader import Grader, TaskIndex, check_id, check_recorded_on
@@ -192,6 +193,8 @@ def audited(records: Iterable[tuple[Loc, dict[str, Any]]], tasks: TaskIndex, gra
         try:
             domain = grader.domains[task["domain"]]
             check_recorded_on(domain, graded, task)
+            with Sandbox(domain, task.get("init")) as sandbox:  # as grade does: every `before` holds
+                sandbox.apply_changes(graded["changes"])
             rows = differing_rows(domain.tables, graded["changes"], grader.gold_changes(task))
         except ConfigurationError:
             raise
