@@ -6,7 +6,8 @@ The chain: `grade tasks --full` writes the task; the gold replay that `grade val
 writes the episode (core.episode.replay); `grade validate` the verdict; `grade` the graded
 episode; probe's attempt_record the attempt (of that episode, as the embedded model's probe
 records it); `bucket --all` the difficulty of 8 such attempts, 3 of them successes; `evalstats`
-the metrics of those and 4 of a second task.
+the metrics of those and 4 of a second task; `grade audit` the audit of a success on a third task
+that escalated with a summary of its own.
 
 Regenerate after a change that is meant: ENDSTATE_WRITE_EXAMPLES=1 pytest tests/test_examples.py
 """
@@ -27,6 +28,7 @@ from endstate.core.records.episode import attempt_record
 EXAMPLES = ROOT / "schemas" / "examples"
 WRITE = os.environ.get("ENDSTATE_WRITE_EXAMPLES") == "1"
 TASK_ID = "retail-cancel-pending"
+AUDITED_ID = "retail-refund-before-received-trap"  # its checks do not pin the escalation's summary
 
 
 def jsonl(text: str) -> list[dict]:
@@ -77,7 +79,26 @@ def produced(tmp_path_factory) -> dict[str, dict]:
                        str(metrics_file))
     assert metrics.returncode == 0, metrics.stderr
     out["metrics"] = orjson.loads(metrics.stdout)
+    out["audit"] = audited(jsonl(listed.stdout), tmp)
     return out
+
+
+def audited(tasks: list[dict], tmp) -> dict:
+    """`grade audit`'s record of a success that escalated with its own summary, not gold's."""
+    from endstate.core.env.domain import Domains
+    from endstate.core.episode.replay import replay
+
+    task = next(t for t in tasks if t["id"] == AUDITED_ID)
+    steps = [{**s, "args": {**s["args"], "summary": "Wants a refund before the return arrives."}}
+             if s.get("tool") == "transfer_to_human" else s for s in task["gold"]]
+    task_file, episode_file = tmp / "audited_task.jsonl", tmp / "audited_episode.jsonl"
+    task_file.write_text(lines([task]))
+    episode_file.write_text(lines([replay(Domains()["retail"], task, steps)]))
+    graded = run_tool("grade", "--tasks", str(task_file), str(episode_file))
+    assert graded.returncode == 0, graded.stderr
+    audit = run_tool("grade", "audit", "--tasks", str(task_file), input=graded.stdout)
+    assert audit.returncode == 0, audit.stderr
+    return jsonl(audit.stdout)[0]
 
 
 def probed(graded: dict, attempt: int, reward: int) -> dict:
@@ -93,7 +114,7 @@ def probed(graded: dict, attempt: int, reward: int) -> dict:
 
 
 @pytest.mark.parametrize("kind", ["task", "verdict", "episode", "graded_episode", "attempt",
-                                  "difficulty", "metrics"])
+                                  "difficulty", "metrics", "audit"])
 def test_the_example_is_what_the_tool_writes(produced, kind):
     path = EXAMPLES / f"{kind}.json"
     one_line = kind in ("attempt", "difficulty", "verdict")
@@ -123,5 +144,5 @@ def same_within(a, b, bound: float) -> bool:
 
 def test_every_example_is_produced():
     produced_kinds = {"task", "verdict", "episode", "graded_episode", "attempt", "difficulty",
-                      "metrics"}
+                      "metrics", "audit"}
     assert {p.stem for p in EXAMPLES.glob("*.json")} == produced_kinds

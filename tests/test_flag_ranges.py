@@ -60,6 +60,7 @@ BASES = {
     ("grade", ("tasks",)): [F["empty"]],
     ("grade", ("state",)): [F["empty"], "-o", f"{WORK}/state.db"],
     ("grade", ("show",)): [F["empty"]],
+    ("grade", ("audit",)): [F["empty"], "--tasks", F["tasks"]],
     ("grade", ("import", "tau2")): [str(FIXTURE), "--out", f"{WORK}/imported/cyclehire"],
     ("grade", ("new-domain",)): ["shop", "--out", f"{WORK}/new"],
     ("bucket", ()): [F["empty"]],

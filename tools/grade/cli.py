@@ -21,6 +21,7 @@ from endstate.core.env.changes import row_count
 from endstate.core.errors import ConfigurationError, EndstateError, ExitCode, InputError
 from endstate.core.grading.grader import Grader, TaskIndex, builtin_task_files, check_recorded_on
 from endstate.core.records.jsonl import fail, read_jsonl, write_jsonl
+from endstate.grade.audit import Tally, audited
 from endstate.grade.authoring.cli import import_group, new_domain
 from endstate.grade.listing import count, listing, matches, summary_table
 from endstate.grade.sensitivity import seen_values
@@ -37,6 +38,7 @@ def cli():
       grade episodes.jsonl > graded.jsonl          # same as: grade score episodes.jsonl
       grade validate my_tasks.jsonl                # prove tasks sound
       grade tasks --summary                        # count the built-in tasks
+      grade audit graded.jsonl                     # successes that got there another way
     """
 
 
@@ -66,9 +68,7 @@ def score(episodes, task_files, domains, judge, skip):
         for loc, episode in read_jsonl(list(episodes), "episode", skip=skip):
             task = tasks.get(episode["task_id"])
             if task is None:
-                where = " or ".join(task_files) if task_files else "the built-in suites"
-                fail(loc, f"unknown task id {episode['task_id']!r} (not in {where}); "
-                     "pass --tasks FILE that defines it", skip)
+                fail(loc, tasks.unknown(episode["task_id"]), skip)
                 continue
             if task["id"] not in problems:  # a judge check and no judge: before grading, as probe
                 problems[task["id"]] = grader.task_problem(task)
@@ -88,6 +88,43 @@ def score(episodes, task_files, domains, judge, skip):
     write_jsonl(graded(), kind="graded_episode")
     click.echo(f"graded {sum(counts.values())}: reward 1 ×{counts[1]}, 0 ×{counts[0]}, "
                f"system_error ×{counts[None]}", err=True)
+
+
+@cli.command()
+@click.argument("graded", nargs=-1, type=click.Path(allow_dash=True))
+@click.option("--tasks", "task_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Task definitions (JSONL, repeatable). Default: the built-in suites.")
+@click.option("--summary", is_flag=True,
+              help="Print a table per task (audited, got there another way, by kind, the checks "
+              "that read the differences) instead of the records.")
+@common_options(domains=True, skip_invalid=True, quiet=True)
+def audit(graded, task_files, summary, domains, skip, quiet):
+    """List the successes that got there another way: for each graded episode with reward 1, the
+    rows where its end state differs from the one the task's gold calls leave (`extra`: changed
+    only by the episode; `different`: changed by both, to other values; `missing`: changed only
+    by gold), with gold's and the episode's values, and the checks that read those tables.
+
+    Emits one record per flagged episode; a per-task summary goes to stderr. Episodes with
+    reward 0 or null are skipped and counted. Reads GRADED files (grade's output) or stdin.
+
+    \b
+    Example:
+      grade --tasks tasks/bench/retail.jsonl episodes.jsonl | grade audit --tasks tasks/bench/retail.jsonl
+      grade audit graded.jsonl | jq -c '.rows[] | {table, key, kind, columns}'
+      grade audit --summary graded.jsonl
+    """
+    tally = Tally()
+    records = audited(read_jsonl(list(graded), "graded_episode", skip=skip),
+                      TaskIndex(domains, task_files), Grader(domains), tally, skip)
+    if summary:
+        for _ in records:  # the table counts them all
+            pass
+        stdio.echo(tally.table())
+    else:
+        write_jsonl(records, kind="audit")
+    if not quiet:
+        click.echo(tally.total_line() + ("" if summary else "\n" + tally.task_lines()).rstrip(),
+                   err=True)
 
 
 @cli.command()
@@ -250,9 +287,7 @@ def state(episodes, which: StateOf, out_file, diff_db, force, task_files, domain
         task_id = episode["task_id"]
     task = tasks.get(task_id)
     if task is None:
-        where = " or ".join(task_files) if task_files else "the built-in suites"
-        raise EndstateError(f"unknown task id {task_id!r} (not in {where}); pass --tasks FILE that "
-                            "defines it")
+        raise EndstateError(tasks.unknown(task_id))
     domain = domains[task["domain"]]
     if gold or initial:
         changes, what = (Grader(domains).gold_changes(task), "gold") if gold else ({}, "initial")

@@ -58,10 +58,13 @@ def summary_table(counts: Counts) -> str:
     header = ["domain", *splits, "total"]
     rows = [[d, *(counts[d, s] for s in splits), sum(counts[d, s] for s in splits)] for d in domains]
     rows.append(["total", *(sum(counts[d, s] for d in domains) for s in splits), sum(counts.values())])
-    cells = [header, *([str(c) for c in row] for row in rows)]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    out = []
-    for row in cells:  # names left-aligned, counts right-aligned
-        padded = [row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:]))]
-        out.append("  ".join(padded).rstrip() + "\n")
-    return "".join(out)
+    return aligned([header, *([str(c) for c in row] for row in rows)])
+
+
+def aligned(cells: list[list[str]], left: Collection[int] = (0,)) -> str:
+    """Rows of cells as aligned plain text: the columns in `left` (names) left-aligned, the others
+    (counts) right-aligned."""
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    return "".join("  ".join(c.ljust(w) if i in left else c.rjust(w)
+                             for i, (c, w) in enumerate(zip(row, widths))).rstrip() + "\n"
+                   for row in cells)

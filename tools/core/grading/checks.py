@@ -125,7 +125,8 @@ def check_sql(check: dict, ctx: Context) -> Outcome:
 
 # -- side effects -----------------------------------------------------------------------------
 
-def _ignored(check: dict) -> Callable[[str, str], bool]:
+def ignored(check: dict) -> Callable[[str, str], bool]:
+    """Whether `check`'s ignore_columns (each `col` or `table.col`) cover a table's column."""
     spec = set(check.get("ignore_columns", []))
     return lambda table, col: col in spec or f"{table}.{col}" in spec
 
@@ -155,7 +156,7 @@ def _describe_change(t: Table, kind: str, key: dict, cols: dict) -> str:
 
 @CHECK_KINDS.register("only_changes")
 def check_only_changes(check: dict, ctx: Context) -> Outcome:
-    changes = list(changed_rows(ctx, ctx.changes, _ignored(check)))
+    changes = list(changed_rows(ctx, ctx.changes, ignored(check)))
     claimed = [0] * len(changes)
     problems = []
     for allow in check["allow"]:
@@ -176,16 +177,29 @@ def check_only_changes(check: dict, ctx: Context) -> Outcome:
     return True, f"{len(changes)} change(s), all expected"
 
 
-def _terminal(ctx: Context, changes: Changes, ignore) -> dict[tuple[str, str], Any]:
-    return {(t.name, key_text(key)): ("deleted" if kind == "deleted" else
-                                      {c: a for c, (_, a) in cols.items() if not ignore(t.name, c)})
-            for t, kind, key, _, cols in changed_rows(ctx, changes, ignore)}
+def terminal(changes: Changes, ignore: Callable[[str, str], bool] = lambda table, col: False
+             ) -> dict[tuple[str, str], Any]:
+    """What `changes` leaves in each row it touches, by (table, key_text): "deleted", or the
+    values it set (an insert's whole row), ignored columns left out; a row changed only in ignored
+    columns is left out too. Two diffs of one start state end alike exactly when these are equal:
+    gold_state's comparison, and `grade audit`'s."""
+    ends: dict[tuple[str, str], Any] = {}
+    for table, entry in changes.items():
+        for e in entry.get("inserted", []):
+            ends[table, key_text(e["key"])] = {c: v for c, v in e["row"].items() if not ignore(table, c)}
+        for e in entry.get("deleted", []):
+            ends[table, key_text(e["key"])] = "deleted"
+        for e in entry.get("updated", []):
+            cols = {c: v for c, v in e["after"].items() if not ignore(table, c)}
+            if cols:
+                ends[table, key_text(e["key"])] = cols
+    return ends
 
 
 @CHECK_KINDS.register("gold_state")
 def check_gold_state(check: dict, ctx: Context) -> Outcome:
-    ignore = _ignored(check)
-    mine, gold = _terminal(ctx, ctx.changes, ignore), _terminal(ctx, ctx.gold_changes(), ignore)
+    ignore = ignored(check)
+    mine, gold = terminal(ctx.changes, ignore), terminal(ctx.gold_changes(), ignore)
     diffs = []
     for where in sorted(mine.keys() | gold.keys()):
         a, b = mine.get(where, "unchanged"), gold.get(where, "unchanged")

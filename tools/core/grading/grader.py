@@ -35,15 +35,20 @@ class TaskIndex:
 
     def __init__(self, domains: Domains, files: Sequence[str] = (), skip: SkipLog | None = None):
         self.domains = domains
+        self.files = [str(f) for f in files]
         self.by_id: dict[str, dict[str, Any]] = {}
         self.where: dict[str, Loc] = {}
-        paths = list(files) or builtin_task_files(domains)
-        for loc, task in read_tasks([str(p) for p in paths], skip):
+        for loc, task in read_tasks(self.files or builtin_task_files(domains), skip):
             self.by_id[task["id"]] = task
             self.where[task["id"]] = loc
 
     def get(self, task_id: str) -> dict[str, Any] | None:
         return self.by_id.get(task_id)
+
+    def unknown(self, task_id: str) -> str:
+        """What to say of a task id that is not here, and how to fix it."""
+        where = " or ".join(self.files) or "the built-in suites"
+        return f"unknown task id {task_id!r} (not in {where}); pass --tasks FILE that defines it"
 
     def __iter__(self):
         return iter(self.by_id.values())
@@ -140,8 +145,8 @@ class Grader:
                     why = (f"ran past {budget.steps:,} SQLite steps (a query that never ends?)"
                            if budget.exceeded else e.message if isinstance(e, TaskError)
                            else f"database error: {e}")
-                    raise TaskError(f"task {task['id']} check {_id(check, i)}: {why}") from None
-                results[i] = {"id": _id(check, i), "kind": check["kind"], "passed": passed,
+                    raise TaskError(f"task {task['id']} check {check_id(check, i)}: {why}") from None
+                results[i] = {"id": check_id(check, i), "kind": check["kind"], "passed": passed,
                               "detail": detail}
         ctx.conn = None
         return results, ctx
@@ -154,15 +159,15 @@ class Grader:
             if results[i] is not None:
                 continue
             if failed or (judge_optional and self.judge is None):
-                results[i] = {"id": _id(check, i), "kind": check["kind"], "passed": None, "detail": (
+                results[i] = {"id": check_id(check, i), "kind": check["kind"], "passed": None, "detail": (
                     "not asked: another check already failed" if failed
                     else "not asked: no judge configured")}
                 continue
             try:
                 passed, detail = await self._kind(check)(check, ctx)
             except TaskError as e:
-                raise TaskError(f"task {task['id']} check {_id(check, i)}: {e.message}") from None
-            results[i] = {"id": _id(check, i), "kind": check["kind"], "passed": passed,
+                raise TaskError(f"task {task['id']} check {check_id(check, i)}: {e.message}") from None
+            results[i] = {"id": check_id(check, i), "kind": check["kind"], "passed": passed,
                           "detail": detail}
 
     async def _on_own_loop(self, work):
@@ -223,7 +228,8 @@ class Grader:
                                      "judge": msgspec.to_builtins(ctx.judge_usage)})
 
 
-def _id(check: dict[str, Any], i: int) -> str:
+def check_id(check: dict[str, Any], i: int) -> str:
+    """How graded records name the `i`th check of a task: its `id`, else `i:kind`."""
     return check.get("id") or f"{i}:{check['kind']}"
 
 

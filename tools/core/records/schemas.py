@@ -22,7 +22,8 @@ from endstate.core.records.structs import Attempt, Episode, GradedEpisode
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
 
-RECORD_KINDS = ("task", "episode", "graded_episode", "attempt", "difficulty", "metrics", "verdict")
+RECORD_KINDS = ("task", "episode", "graded_episode", "attempt", "difficulty", "metrics", "verdict",
+                "audit")
 
 
 def schema_path(kind: str):
@@ -55,6 +56,8 @@ WRONG_STAGE = {
     ("attempt", "episode"): "an episode (rollout's output, not graded yet): pipe the episodes "
                             "through `grade` for attempt records (`grade episodes.jsonl | evalstats`)",
     ("episode", "task"): "a task: run the tasks with `rollout` for episodes to grade",
+    ("graded_episode", "episode"): "an episode (rollout's output, not graded yet): pipe the "
+                                   "episodes through `grade` first (`grade episodes.jsonl | ...`)",
     ("task", "episode"): "an episode: this command reads tasks (a task file, or `grade tasks --full`)",
     ("task", "attempt"): "an attempt: this command reads tasks (a task file, `grade tasks --full`, "
                          "or `bucket --tasks FILE` to turn attempts into a pool)",
@@ -64,7 +67,7 @@ WRONG_STAGE = {
 STAGES = {"task": "a task", "episode": "an episode (rollout's output)",
           "graded_episode": "a graded episode (grade's output, or probe --episodes)",
           "attempt": "an attempt (probe's output)", "difficulty": "a difficulty record (bucket's)",
-          "verdict": "a verdict (grade validate's)"}
+          "verdict": "a verdict (grade validate's)", "audit": "an audit record (grade audit's)"}
 
 
 def stage_of(record: dict) -> str | None:
@@ -79,6 +82,8 @@ def stage_of(record: dict) -> str | None:
         return "difficulty"
     if "sound" in record:
         return "verdict"
+    if "rows" in record and "kinds" in record:
+        return "audit"
     return "attempt" if "reward" in record else None
 
 
