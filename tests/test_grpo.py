@@ -5,6 +5,7 @@ the all-zero-advantage skip, the config and the dry run."""
 
 import math
 
+import orjson
 import pytest
 import torch
 from click.testing import CliRunner
@@ -234,12 +235,15 @@ def test_step_is_skipped_when_every_advantage_is_zero(tmp_path, tiny_model, butt
     cfg = TrainConfig(pool=buttons["pool"], model=str(tiny_model), out=str(tmp_path / "run"),
                       domains=[buttons["domain"]], steps=1, batch_tasks=1, group_size=2,
                       max_rounds=1, max_new_tokens=1, max_context=512, few_shot=False,
-                      deepspeed="zero0", lr=0.1, weight_decay=0.5, temperature=0.0)
+                      deepspeed="zero0", lr=0.1, weight_decay=0.5, temperature=0.0, rebucket=True)
     trainer = Trainer(cfg)  # temperature 0 and one token: both rollouts alike, zero variance
     before = {k: v.clone() for k, v in trainer.policy.module.state_dict().items()}
     metrics = trainer.train_step()
     assert metrics["skipped"] is True and metrics["groups"] == 0 and metrics["zero_variance"] == 1
     assert metrics["loss"] is None and metrics["tokens_per_s"] is None  # no update, not a loss of 0
+    pool = metrics["pool"]  # --rebucket logs the pool each step, skipped or not
+    assert pool["active"] + pool["resting"] + pool["retired"] == len(trainer.sampler.ids)
+    assert sum(pool["bands"].values()) == pool["active"] + pool["resting"]
     after = trainer.policy.module.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
 
@@ -426,6 +430,37 @@ def test_retire_moves_a_task_out_once_its_posterior_leaves_the_kept_bands(tmp_pa
     retired = r.update([Group("a", [1] * 8), Group("b", [1, 0] * 4)], sampler)
     assert retired == [{"task_id": "a", "band": "too_easy", "n": 12, "k": 12}]
     assert sampler.retired == {"a"} and r.band("b") == "medium"
+
+
+def test_rebucket_retires_the_too_easy_rests_the_too_hard_and_logs_the_pool():
+    from endstate.grpo.retire import Retirement
+
+    r = Retirement(["hard", "medium", "easy"], rest_steps=2)
+    sampler = PoolSampler(["a", "b", "c", "d"], seed=0)
+    # a: 8/8 -> Beta(8.5, 0.5), too_easy: retired for good; c: 0/8 -> Beta(0.5, 8.5), too_hard:
+    # rests through step 3; b: 4/8, medium, kept; d: not drawn yet
+    metrics = r.step_metrics([Group("a", [1] * 8), Group("b", [1, 0] * 4), Group("c", [0] * 8)],
+                             sampler, step=1)
+    assert metrics["retired"] == [{"task_id": "a", "band": "too_easy", "n": 8, "k": 8}]
+    assert metrics["rested"] == [{"task_id": "c", "band": "too_hard", "n": 8, "k": 0, "until": 3}]
+    assert metrics["pool"] == {"active": 2, "resting": 1, "retired": 1, "bands": {
+        "too_hard": 1, "hard": 0, "medium": 1, "easy": 0, "too_easy": 0, "unprobed": 1}}
+    assert sampler.active == ["b", "d"]
+    state = r.state_dict()
+    again = Retirement(["hard", "medium", "easy"], rest_steps=2)
+    again.load_state_dict(orjson.loads(orjson.dumps(state)))  # as a checkpoint holds it
+    assert again.resting == {"c": 3} and again.counts["c"].runs == 8
+    assert r.step_metrics([], sampler, step=2)["pool"]["resting"] == 1
+    woken = r.step_metrics([], sampler, step=3)
+    assert woken["pool"]["resting"] == 0 and sampler.active == ["b", "c", "d"]
+    # drawn again, it solves some: its posterior (8 + 8 runs) puts it back in a kept band
+    assert r.step_metrics([Group("c", [1, 1, 0, 1, 0, 1, 1, 0])], sampler, step=4)["rested"] == []
+    assert r.band("c") == "hard" and "c" in sampler.active
+    # without --rebucket a too-hard task is retired, as before, and no pool line is logged
+    plain = Retirement(["hard", "medium", "easy"])
+    s2 = PoolSampler(["c", "b"], seed=0)
+    assert plain.step_metrics([Group("c", [0] * 8)], s2, step=1) == {
+        "retired": [{"task_id": "c", "band": "too_hard", "n": 8, "k": 0}]}
 
 
 def test_plot_writes_a_png(tmp_path):

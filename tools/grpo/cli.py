@@ -77,7 +77,12 @@ HELP = {
     "plot": "Write training curves to this PNG at each checkpoint.",
     "retire": "Drop tasks whose posterior left the --keep bands (off in the reference run).",
     "keep": "Bands to keep with --retire (comma-separated).",
-    "base_attempts": "Probe attempts of the pool (repeatable), the prior evidence for --retire.",
+    "base_attempts": "Probe attempts of the pool (repeatable), the prior evidence for --retire "
+                     "and --rebucket.",
+    "rebucket": "Re-bucket the pool online from each task's training groups (probe attempts "
+                "included): retire a task above the --keep bands, rest one below them for "
+                "--rest-steps steps, and log the pool's bands each step.",
+    "rest_steps": "--rebucket: steps a too-hard task rests before it is drawn again.",
     "device": "cpu, or cuda (one GPU per rank).",
     "nodes": "Nodes in the launch (for the command and the divisibility check).",
     "gpus_per_node": "Ranks per node.",

@@ -43,7 +43,7 @@ RANGES: dict[str, click.ParamType] = {
     "lr": number(0, 1, min_open=True), "weight_decay": number(0, 10), "grad_clip": number(0, 1e6),
     "micro_batch": count(1, 2**16), "logits_chunk": count(1, 2**24),
     "vllm_gpu_memory": number(0, 1, min_open=True), "vllm_max_batched_tokens": count(1, 2**24),
-    "seed": SEED, "save_freq": count(1, 10**6), "nodes": count(1, 10**5),
+    "seed": SEED, "save_freq": count(1, 10**6), "rest_steps": count(1, 10**6), "nodes": count(1, 10**5),
     "gpus_per_node": count(1, 1024), "gpu_memory": number(0, 1e6, min_open=True),
     "host_memory": number(0, 1e6, min_open=True),
     "eval_every": count(0, 10**6), "eval_repeats": REPEATS, "timeout": SECONDS, "retries": RETRIES,
@@ -130,6 +130,8 @@ class TrainConfig(EpisodeSettings):
     retire: bool = False
     keep: list[str] = field(default_factory=lambda: ["hard", "medium", "easy"])
     base_attempts: list[str] = field(default_factory=list)  # probe attempts for --retire
+    rebucket: bool = False  # retire the too easy, rest the too hard (grpo/retire.py)
+    rest_steps: int = 4  # --rebucket: steps a too-hard task rests before it is drawn again
     # launch topology (for --dry-run's command and the divisibility check)
     nodes: int = 1
     gpus_per_node: int = 1

@@ -58,6 +58,10 @@ class PoolSampler:
     def retire(self, task_id: str) -> None:
         self.retired.add(task_id)
 
+    def restore(self, task_id: str) -> None:
+        """Draw a retired task again, from the next pass on (a rest under --rebucket is over)."""
+        self.retired.discard(task_id)
+
     def state_dict(self) -> dict[str, Any]:
         version, internal, gauss = self.rng.getstate()
         return {"ids": self.ids, "rng": [version, list(internal), gauss], "order": self.order,

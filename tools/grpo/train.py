@@ -21,7 +21,8 @@ The algorithm, per step:
      + β·KL_k3(π‖π_ref) when kl_coef > 0. Micro-batches accumulate; one AdamW step, gradients
      clipped at 1.0. If every advantage is zero (no informative group survived), the step is skipped.
   5. Append one attempt record per episode to attempts.jsonl (each training group is a probe),
-     one metrics line to metrics.jsonl; optionally retire tasks whose posterior left the kept bands;
+     one metrics line to metrics.jsonl; optionally retire tasks whose posterior left the kept bands
+     (--retire), or re-bucket the pool online (--rebucket, grpo/retire.py);
      every `save_freq` steps write a checkpoint (HF weights + DeepSpeed optimizer state + sampler,
      counters and RNG state). --resume continues from the latest one exactly.
 
@@ -85,7 +86,7 @@ from endstate.grpo.engine import (
 )
 from endstate.grpo.evaluation import Evaluation
 from endstate.grpo.metrics import loss_config, reduce_stats, step_line, step_log, step_metrics
-from endstate.grpo.retire import Retirement
+from endstate.grpo.retire import retirement_of
 from endstate.grpo.rollouts import run_groups
 from endstate.grpo.sampling import Collected, Group, PoolSampler, collect
 
@@ -167,7 +168,7 @@ class Trainer:
         self.prompting = run_config(cfg, 0).prompting  # resolved (and any override said) once
         self.sampler = PoolSampler(list(self.tasks), cfg.seed)
         self.attempts: dict[str, int] = {}  # next attempt number per task
-        self.retirement = Retirement(cfg.keep, cfg.base_attempts) if cfg.retire else None
+        self.retirement = retirement_of(cfg)
         self.step = 0
         self.vllm = None
         if cfg.rollout_engine == "vllm":
@@ -321,8 +322,8 @@ class Trainer:
         self.step += 1
         metrics = step_metrics(self.step, collected, samples, stats, skipped,
                                time.perf_counter() - started, rollout_s, update_s, cfg.rollout_is_level)
-        retired = self.retirement.update(collected.generated, self.sampler) if self.retirement else []
-        metrics["retired"] = retired
+        metrics.update(self.retirement.step_metrics(collected.generated, self.sampler, self.step)
+                       if self.retirement else {"retired": []})
         metrics.update(self.evaluate())
         if self.rank == 0:
             self._write(collected, metrics)
