@@ -17,7 +17,7 @@ from endstate.core.env.nested import Mapping, rebuild_document
 # for this test: refunds and a rental's cancel reason are declared, and no record holds them.
 DATA_MODEL = '''
 from enum import Enum
-from typing import Dict, List, Literal, Optional
+from typing import Dict, List, Literal, Optional, Union
 from pydantic import BaseModel, Field
 from tau2.environment.db import DB
 
@@ -51,6 +51,17 @@ class Refund(BaseModel):
     approved: bool
 
 
+class CardPayout(BaseModel):
+    source: Literal["card"]
+    last_four: str
+
+
+class VoucherPayout(BaseModel):
+    source: Literal["voucher"]
+    code: str
+    expires: Optional[str] = None
+
+
 class HireDB(DB):
     currency: str
     late_fee: float
@@ -58,6 +69,7 @@ class HireDB(DB):
     bikes: Dict[str, dict]
     rentals: Dict[str, Rental]
     refunds: List[Refund] = Field(default_factory=list)
+    payouts: Dict[str, Union[CardPayout, VoucherPayout]] = Field(default_factory=dict)
     tier: Membership = "regular"
 '''
 
@@ -90,6 +102,9 @@ def test_the_data_model_gives_declared_fields_typed_columns_and_the_seed_stays_e
     assert columns(out, "refunds") == {"position": "INTEGER", "rental_id": "TEXT",
                                       "amount": "REAL", "approved": "INTEGER"}
     assert columns(out, "document")["tier"] == "TEXT"
+    # a union of models: each variant's fields (a card's last four, a voucher's code)
+    assert columns(out, "payouts") == {"id": "TEXT", "source": "TEXT", "last_four": "TEXT",
+                                      "code": "TEXT", "expires": "TEXT"}
     # the document comes back exactly: no refunds, no cancel reasons, no tier
     seed, _ = Domain("hire", out).build_seed()
     conn = sqlite3.connect(":memory:")
@@ -106,7 +121,7 @@ def test_without_the_data_model_the_import_says_what_it_could_not_see(tmp_path):
     (folder / "src" / "data_model.py").write_text(DATA_MODEL)  # where shared suites keep it
     p = grade("import", "tau2", folder, "--out", tmp_path / "found")
     assert p.returncode == 0, p.stderr
-    assert "declares 6 field(s) no record holds, which got no column" in p.stderr
+    assert "declares 11 field(s) no record holds, which got no column" in p.stderr
     assert f"pass --data-model {folder / 'src' / 'data_model.py'}" in p.stderr
     assert "cancel_reason" not in columns(tmp_path / "found", "rentals")
 

@@ -27,6 +27,9 @@ _OBJECT_KEYS, _ARRAY_KEYS = ("id", "key", "_key"), ("position", "_position", "__
 RESERVED_PREFIXES = ("sqlite_", LOG_PREFIX)  # SQLite's own tables; endstate's change log
 MAX_DEPTH = 32  # tables within tables; tau2's documents nest 4
 MAX_COLUMNS = 2000  # SQLite's default SQLITE_MAX_COLUMN
+# The key of the one entry a shape document (infer_mapping's `shapes`: a data model's fields) puts
+# in each collection it declares.
+SHAPE_KEY = "__endstate_shape__"
 
 
 def _scalar_type(values: list[Any]) -> str:
@@ -185,7 +188,9 @@ def _infer_fields(table: str, container: str, values: list[dict], prefix: list[s
 
 
 def _key_field(items: list[tuple[Any, Any]], leaves: list[Leaf]) -> str | None:
-    """The item field that equals the object key in every item (id first), if there is one."""
+    """The item field that equals the object key in every item (id first), if there is one.
+    Items of a shape (SHAPE_KEY) have no say: which field is the key is the data's to show."""
+    items = [(k, v) for k, v in items if k != SHAPE_KEY]
     fields = sorted((leaf.name for leaf in leaves if len(leaf.path) == 1 and leaf.type == "text"),
                     key=lambda n: n != "id")
     return next((f for f in fields if items and all(isinstance(v, dict) and v.get(f) == k

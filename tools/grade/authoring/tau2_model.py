@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from endstate.core.errors import FileError, InputError
+from endstate.grade.authoring.nested_tables import SHAPE_KEY
 from endstate.grade.authoring.tau2_hints import UNPARSABLE, last_name
 
-SAMPLE = "__endstate_model__"  # every text value and object key of the shape: a key equal to a
-# field's value is how the importer recognizes a key field, and this keeps the data's choice
+SAMPLE = "__endstate_model__"  # every text value of the shape
 _SCALARS = {"str": SAMPLE, "int": 0, "float": 0.0, "bool": False, "datetime": SAMPLE,
             "date": SAMPLE, "time": SAMPLE, "timedelta": SAMPLE, "Decimal": 0.0, "UUID": SAMPLE,
             "EmailStr": SAMPLE, "AnyUrl": SAMPLE, "HttpUrl": SAMPLE}
@@ -59,7 +59,7 @@ def read_data_model(path: Path) -> DataModel:
         shape = reader.model(roots[0], "", fields, ())
     except RecursionError:
         raise InputError(f"{path}: annotations nested too deep to read") from None
-    return DataModel(path, roots[0], shape, fields)
+    return DataModel(path, roots[0], shape, list(dict.fromkeys(fields)))
 
 
 class _Reader:
@@ -114,7 +114,7 @@ class _Reader:
             except SyntaxError:
                 return UNKNOWN
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):  # X | None
-            return self._first_known([node.left, node.right], at, fields, seen)
+            return self._union([node.left, node.right], at, fields, seen)
         if isinstance(node, ast.Subscript):
             return self._generic(_name(node.value), _arguments(node.slice), at, fields, seen)
         name = _name(node)
@@ -135,7 +135,7 @@ class _Reader:
     def _generic(self, name: str, args: list[ast.expr], at: str, fields: list[str],
                  seen: tuple[str, ...]) -> Any:
         if name in _OPTIONAL:
-            return self._first_known(args[:1] if name == "Annotated" else args, at, fields, seen)
+            return self._union(args[:1] if name == "Annotated" else args, at, fields, seen)
         if name == "Literal":
             first = args[0] if args else None
             return first.value if isinstance(first, ast.Constant) else UNKNOWN
@@ -144,15 +144,26 @@ class _Reader:
             return [item] if _says_something(item) else []
         if name in _DICTS:
             item = self.shape(args[-1], f"{at}/*", fields, seen) if args else UNKNOWN
-            return {SAMPLE: item} if _says_something(item) else {}
+            return {SHAPE_KEY: item} if _says_something(item) else {}
         return UNKNOWN
 
-    def _first_known(self, options: list[ast.expr], at: str, fields: list[str],
-                     seen: tuple[str, ...]) -> Any:
-        """Optional[X] and X | None: X's shape (a union of two real types says nothing)."""
+    def _union(self, options: list[ast.expr], at: str, fields: list[str],
+               seen: tuple[str, ...]) -> Any:
+        """Optional[X] and X | None: X's shape. A union of models (a payment method that is a
+        card or a gift card, a flight date that is available or landed): every member's fields,
+        so each variant's get a column. A union of other types says nothing."""
         known = [o for o in options if not (isinstance(o, ast.Constant) and o.value is None)
                  and _name(o) != "None"]
-        return self.shape(known[0], at, fields, seen) if len(known) == 1 else UNKNOWN
+        shapes = [self.shape(o, at, fields, seen) for o in known]
+        if len(shapes) == 1:
+            return shapes[0]
+        if not shapes or not all(isinstance(x, dict) for x in shapes):
+            return UNKNOWN
+        merged: dict[str, Any] = {}
+        for x in shapes:
+            for key, value in x.items():
+                merged.setdefault(key, value)
+        return merged
 
 
 def _says_something(item: Any) -> bool:
