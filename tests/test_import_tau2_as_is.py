@@ -229,3 +229,20 @@ def test_a_task_whose_user_has_tools_is_tagged_and_cited_documents_are_named(tmp
     task = json.loads((tmp_path / "hire" / "tasks" / "hire.jsonl").read_text().splitlines()[0])
     assert task["tags"] == ["source:tau2:0", "tau2:user-tools"]
     assert "1 task(s) cite required_documents, tau2's knowledge base" in p.stderr
+
+
+def test_an_import_whose_tables_would_not_give_the_document_back_writes_nothing(tmp_path,
+                                                                                monkeypatch):
+    """Every import rebuilds the document from the seeded tables and compares: a mapping bug
+    (simulated here) is an internal error before anything is written, not a silent loss."""
+    import pytest
+
+    from endstate.core.errors import EndstateError, ExitCode
+    from endstate.grade.authoring import tau2_write
+    from endstate.grade.authoring.tau2_source import read_source
+
+    monkeypatch.setattr(tau2_write, "rebuild_document", lambda conn, mapping: {"lost": True})
+    with pytest.raises(EndstateError) as e:
+        tau2_write.write_domain(read_source(FIXTURE), tmp_path / "hire")
+    assert e.value.exit_code == ExitCode.INTERNAL and "do not give the document back" in e.value.message
+    assert not (tmp_path / "hire").exists()

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 
 from endstate.core.env.domain import Domain
-from endstate.core.env.nested import Mapping, MappingError, document_rows
+from endstate.core.env.nested import Mapping, MappingError, document_rows, rebuild_document
 from endstate.core.errors import EndstateError, ExitCode, InputError
 from endstate.grade.authoring.nested_tables import column_guide, create_statements, infer_mapping
 from endstate.grade.authoring.staging import check_domain_name, staged
@@ -89,7 +89,8 @@ def write_domain(source: Source, out: Path, force: bool = False, model: DataMode
             if name not in kept:
                 (tmp / name).parent.mkdir(parents=True, exist_ok=True)
                 (tmp / name).write_bytes(data)
-        rows = _load(Domain(domain, tmp), [f for f in files if f.endswith(".py") and f not in kept])
+        rows = _load(Domain(domain, tmp), [f for f in files if f.endswith(".py") and f not in kept],
+                     mapping, source.document)
         if "tools.py" in kept:
             notes += _mark_failing_gold(Domain(domain, tmp), source, converted)
     return Written(Domain(domain, out), converted, rows, kept, out / "tasks" / f"{domain}.jsonl",
@@ -157,9 +158,10 @@ def _task_lines(source: Source, converted: Converted) -> bytes:
     return b"".join(lines)
 
 
-def _load(domain: Domain, generated: list[str]) -> int:
+def _load(domain: Domain, generated: list[str], mapping: Mapping, document: dict) -> int:
     """Load what was generated (a module that does not load is endstate's bug, never the data's)
-    and build the seed once, proving the tables and data agree; the number of rows."""
+    and build the seed once, proving the tables and data agree and that the tables give the
+    document back exactly; the number of rows."""
     try:
         domain.tables
         if "tools.py" in generated:
@@ -172,13 +174,13 @@ def _load(domain: Domain, generated: list[str]) -> int:
     except (EndstateError, sqlite3.Error, SyntaxError) as e:
         raise EndstateError(f"internal error: the generated domain does not load ({e}); nothing "
                             "was written. Please report it.", ExitCode.INTERNAL) from None
-    return _row_count(domain, seed)
-
-
-def _row_count(domain: Domain, seed: bytes) -> int:
     conn = sqlite3.connect(":memory:")
     conn.deserialize(seed)
     try:
+        if rebuild_document(conn, mapping) != document:
+            raise EndstateError("internal error: the tables do not give the document back as it "
+                                "is; nothing was written. Please report it, with db.json.",
+                                ExitCode.INTERNAL)
         return sum(conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in domain.tables)
     finally:
         conn.close()
