@@ -184,7 +184,7 @@ class Hints:
         return self._literal(members)
 
     def _model(self, cls: ast.ClassDef, names: Names, depth: int) -> str:
-        fields = _fields(cls, names, set())
+        fields = model_fields(cls, names, set())
         # a TypedDict field is a Python name, and one starting __ would be name-mangled
         if not fields or not all(python_name(f) and not f.startswith("__") for f in fields):
             self.note(f"model {cls.name}: no fields a TypedDict can hold: annotated dict")
@@ -201,14 +201,14 @@ class Hints:
         return self.records.add(cls.name, body)
 
 
-def _fields(cls: ast.ClassDef, names: Names, seen: set[int]) -> dict[str, tuple]:
+def model_fields(cls: ast.ClassDef, names: Names, seen: set[int]) -> dict[str, tuple]:
     """name -> (annotation, has a default, description) of a model's fields, its bases' first."""
     seen.add(id(cls))
     fields: dict[str, tuple] = {}
     for base in cls.bases:
         found = names.get(base.id) if isinstance(base, ast.Name) else None
         if found and isinstance(found[0], ast.ClassDef) and id(found[0]) not in seen:
-            fields.update(_fields(found[0], found[1], seen))
+            fields.update(model_fields(found[0], found[1], seen))
     for stmt in cls.body:
         if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
             continue

@@ -3,9 +3,10 @@ never imported or run), giving the shape of a document that holds every field th
 The import infers its tables from the data and this shape together, so a field no record holds yet
 (a cancel reason, an exchange's items) still gets a typed column for the tools to write.
 
-What is read: pydantic classes (a class with fields `name: annotation [= default]`, bases from the
-same file included), `class X(str, Enum)` enums, `Name = Literal[...]` aliases, and the one class
-based on tau2's `DB`: the document. Annotations: str, int, float, bool, dates and times (ISO text),
+What is read, as --tools-from reads it (tau2_toolkit.module_names, tau2_hints.model_fields): pydantic
+classes and their fields (bases included; private attributes, model_config and ClassVars are no
+fields), `class X(str, Enum)` enums, `Name = Literal[...]` aliases, the same from a module beside
+the file that it imports from, and the one class based on tau2's `DB`: the document. Annotations: str, int, float, bool, dates and times (ISO text),
 Optional / Union / `X | None`, Literal, Annotated, List / Set / Tuple / Sequence, Dict, Any, and
 the file's own models; anything else is a field of unknown shape, which constrains nothing.
 """
@@ -19,14 +20,20 @@ from typing import Any
 
 from endstate.core.errors import FileError, InputError
 from endstate.grade.authoring.nested_tables import SHAPE_KEY
-from endstate.grade.authoring.tau2_hints import UNPARSABLE, last_name
+from endstate.grade.authoring.tau2_hints import (
+    DICTS,
+    ENUMS,
+    LISTS,
+    UNPARSABLE,
+    last_name,
+    model_fields,
+)
+from endstate.grade.authoring.tau2_toolkit import Names, module_names
 
 SAMPLE = "__endstate_model__"  # every text value of the shape
 _SCALARS = {"str": SAMPLE, "int": 0, "float": 0.0, "bool": False, "datetime": SAMPLE,
             "date": SAMPLE, "time": SAMPLE, "timedelta": SAMPLE, "Decimal": 0.0, "UUID": SAMPLE,
             "EmailStr": SAMPLE, "AnyUrl": SAMPLE, "HttpUrl": SAMPLE}
-_LISTS = {"List", "list", "Set", "set", "FrozenSet", "frozenset", "Sequence", "Tuple", "tuple"}
-_DICTS = {"Dict", "dict", "Mapping", "MutableMapping"}
 _OPTIONAL = {"Optional", "Union", "Annotated"}
 UNKNOWN = object()  # a field whose shape the file does not say: left out of the shape
 
@@ -48,113 +55,92 @@ def read_data_model(path: Path) -> DataModel:
     except UNPARSABLE as e:
         raise InputError(f"{path}: not Python that can be read ({type(e).__name__}: {e}); "
                          "--data-model reads the tau2 domain's data_model.py as text") from None
-    reader = _Reader(tree)
-    roots = [name for name, bases in reader.bases.items() if "DB" in bases]
+    names = module_names(path, tree, {path: {}}, [])  # models imported from beside it too
+    roots = [n for n in tree.body if isinstance(n, ast.ClassDef)
+             and any(last_name(b) == "DB" for b in n.bases)]
     if len(roots) != 1:
-        found = f"{len(roots)}: {', '.join(roots)}" if roots else "none"
+        found = f"{len(roots)}: {', '.join(n.name for n in roots)}" if roots else "none"
         raise InputError(f"{path}: expected one class based on tau2's DB (the database), found "
                          f"{found}")
     fields: list[str] = []
     try:
-        shape = reader.model(roots[0], "", fields, ())
+        shape = _Reader().model(roots[0], names, "", fields, ())
     except RecursionError:
         raise InputError(f"{path}: annotations nested too deep to read") from None
-    return DataModel(path, roots[0], shape, list(dict.fromkeys(fields)))
+    return DataModel(path, roots[0].name, shape, list(dict.fromkeys(fields)))
 
 
 class _Reader:
-    def __init__(self, tree: ast.Module):
-        self.bases: dict[str, list[str]] = {}
-        self.fields: dict[str, list[tuple[str, ast.expr]]] = {}
-        self.enums: dict[str, Any] = {}
-        self.aliases: dict[str, ast.expr] = {}
-        for node in tree.body:
-            if isinstance(node, ast.ClassDef):
-                self._class(node)
-            elif (isinstance(node, ast.Assign) and len(node.targets) == 1
-                  and isinstance(node.targets[0], ast.Name)):
-                self.aliases[node.targets[0].id] = node.value  # TaskStatus = Literal[...]
-            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and \
-                    node.value is not None:
-                self.aliases[node.target.id] = node.value
+    """Shapes of annotations; a name is looked up in the `names` of the module that uses it
+    (tau2_toolkit.module_names), a model's fields read as tau2_hints.model_fields reads them."""
 
-    def _class(self, node: ast.ClassDef) -> None:
-        bases = [_name(b) for b in node.bases]
-        if any(b in ("Enum", "StrEnum", "IntEnum") for b in bases):
-            values = [s.value.value for s in node.body if isinstance(s, ast.Assign)
-                      and isinstance(s.value, ast.Constant)]
-            self.enums[node.name] = values[0] if values else SAMPLE
-            return
-        self.bases[node.name] = bases
-        self.fields[node.name] = [(s.target.id, s.annotation) for s in node.body
-                                  if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
-                                  and not _is_classvar(s.annotation)]
-
-    def model(self, name: str, at: str, fields: list[str], seen: tuple[str, ...]) -> Any:
-        """The shape of model `name`: each field, its own fields included (a model that holds
+    def model(self, cls: ast.ClassDef, names: Names, at: str, fields: list[str],
+              seen: tuple[int, ...]) -> Any:
+        """The shape of model `cls`: each field, its own fields included (a model that holds
         itself, directly or not, stops there: its shape is unknown below)."""
-        if name in seen:
+        if id(cls) in seen:
             return UNKNOWN
         out: dict[str, Any] = {}
-        for base in self.bases.get(name, []):
-            if base in self.fields:
-                shape = self.model(base, at, fields, (*seen, name))
-                out.update(shape if isinstance(shape, dict) else {})
-        for field, annotation in self.fields.get(name, []):
+        for field, (annotation, _, _) in model_fields(cls, names, set()).items():
             fields.append(f"{at}/{field}")
-            value = self.shape(annotation, f"{at}/{field}", fields, (*seen, name))
+            value = self.shape(annotation, names, f"{at}/{field}", fields, (*seen, id(cls)))
             if value is not UNKNOWN:
                 out[field] = value
         return out
 
-    def shape(self, node: ast.expr, at: str, fields: list[str], seen: tuple[str, ...]) -> Any:
+    def shape(self, node: ast.expr, names: Names, at: str, fields: list[str],
+              seen: tuple[int, ...]) -> Any:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):  # "Model": a forward ref
             try:
                 node = ast.parse(node.value, mode="eval").body
             except SyntaxError:
                 return UNKNOWN
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):  # X | None
-            return self._union([node.left, node.right], at, fields, seen)
+            return self._union([node.left, node.right], names, at, fields, seen)
         if isinstance(node, ast.Subscript):
-            return self._generic(_name(node.value), _arguments(node.slice), at, fields, seen)
+            return self._generic(_name(node.value), _arguments(node.slice), names, at, fields,
+                                 seen)
         name = _name(node)
         if name in _SCALARS:
             return _SCALARS[name]
-        if name in self.enums:
-            return self.enums[name]
-        if name in self.fields:
-            return self.model(name, at, fields, seen)
-        if name in self.aliases and name not in seen:
-            return self.shape(self.aliases[name], at, fields, (*seen, name))
-        if name in _LISTS:
+        definition, where = names.get(name, (None, names))
+        if isinstance(definition, ast.ClassDef):
+            if {last_name(b) for b in definition.bases} & set(ENUMS):
+                values = [s.value.value for s in definition.body if isinstance(s, ast.Assign)
+                          and isinstance(s.value, ast.Constant)]
+                return values[0] if values else SAMPLE
+            return self.model(definition, where, at, fields, seen)
+        if isinstance(definition, ast.expr) and id(definition) not in seen:  # an alias
+            return self.shape(definition, where, at, fields, (*seen, id(definition)))
+        if name in LISTS:
             return []
-        if name in _DICTS:
+        if name in DICTS:
             return {}
         return UNKNOWN
 
-    def _generic(self, name: str, args: list[ast.expr], at: str, fields: list[str],
-                 seen: tuple[str, ...]) -> Any:
+    def _generic(self, name: str, args: list[ast.expr], names: Names, at: str, fields: list[str],
+                 seen: tuple[int, ...]) -> Any:
         if name in _OPTIONAL:
-            return self._union(args[:1] if name == "Annotated" else args, at, fields, seen)
+            return self._union(args[:1] if name == "Annotated" else args, names, at, fields, seen)
         if name == "Literal":
             first = args[0] if args else None
             return first.value if isinstance(first, ast.Constant) else UNKNOWN
-        if name in _LISTS:
-            item = self.shape(args[0], f"{at}/*", fields, seen) if args else UNKNOWN
+        if name in LISTS:
+            item = self.shape(args[0], names, f"{at}/*", fields, seen) if args else UNKNOWN
             return [item] if _says_something(item) else []
-        if name in _DICTS:
-            item = self.shape(args[-1], f"{at}/*", fields, seen) if args else UNKNOWN
+        if name in DICTS:
+            item = self.shape(args[-1], names, f"{at}/*", fields, seen) if args else UNKNOWN
             return {SHAPE_KEY: item} if _says_something(item) else {}
         return UNKNOWN
 
-    def _union(self, options: list[ast.expr], at: str, fields: list[str],
-               seen: tuple[str, ...]) -> Any:
+    def _union(self, options: list[ast.expr], names: Names, at: str, fields: list[str],
+               seen: tuple[int, ...]) -> Any:
         """Optional[X] and X | None: X's shape. A union of models (a payment method that is a
         card or a gift card, a flight date that is available or landed): every member's fields,
         so each variant's get a column. A union of other types says nothing."""
         known = [o for o in options if not (isinstance(o, ast.Constant) and o.value is None)
                  and _name(o) != "None"]
-        shapes = [self.shape(o, at, fields, seen) for o in known]
+        shapes = [self.shape(o, names, at, fields, seen) for o in known]
         if len(shapes) == 1:
             return shapes[0]
         if not shapes or not all(isinstance(x, dict) for x in shapes):
@@ -179,10 +165,6 @@ def _name(node: ast.expr) -> str:
 
 def _arguments(node: ast.expr) -> list[ast.expr]:
     return list(node.elts) if isinstance(node, ast.Tuple) else [node]
-
-
-def _is_classvar(node: ast.expr) -> bool:
-    return _name(node) == "ClassVar"
 
 
 def unseen_fields(model: DataModel, document: dict[str, Any]) -> list[str]:

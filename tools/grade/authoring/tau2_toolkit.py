@@ -50,7 +50,7 @@ def read_toolkit(spec: str) -> Toolkit:
     path, wanted = _split(spec)
     notes: list[str] = []
     tree = _parse(path, notes, required=True)
-    names = _module_names(path, tree, {path: {}}, notes)
+    names = module_names(path, tree, {path: {}}, notes)
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     toolkits = {name: _methods(cls, classes, set()) for name, cls in classes.items()}
     toolkits = {name: m for name, m in toolkits.items() if m}
@@ -112,7 +112,7 @@ def _parse(path: Path, notes: list[str], required: bool) -> ast.Module | None:
     return None
 
 
-def _module_names(path: Path, tree: ast.Module, seen: dict[Path, Names], notes: list[str]) -> Names:
+def module_names(path: Path, tree: ast.Module, seen: dict[Path, Names], notes: list[str]) -> Names:
     """The classes and aliases a module defines, and those it imports from modules beside it."""
     names = seen[path]
     for stmt in tree.body:
@@ -122,7 +122,7 @@ def _module_names(path: Path, tree: ast.Module, seen: dict[Path, Names], notes: 
                 seen[beside] = {}
                 other = _parse(beside, notes, required=False)
                 if other is not None:
-                    _module_names(beside, other, seen, notes)
+                    module_names(beside, other, seen, notes)
             imported = seen.get(beside, {})
             names.update({a.asname or a.name: imported[a.name] for a in stmt.names
                           if a.name in imported})
