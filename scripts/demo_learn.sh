@@ -28,6 +28,11 @@ BENCH_TASKS=${LEARN_BENCH_TASKS:-8}
 BENCH_REPEATS=${LEARN_BENCH_REPEATS:-4}
 OOD_TASKS=${LEARN_OOD_TASKS:-8}          # of the ood split's tasks tagged $OOD_TAG, spread evenly
 OOD_TAG=${LEARN_OOD_TAG:-single-call}    # the easy tier: the only one a 135M model reaches
+POOL=${LEARN_POOL:-template}            # template: train on the whole training split; probe: the
+                                         # tasks probe + bucket keep (re-bucketed online)
+PROBE_REPEATS=${LEARN_PROBE_REPEATS:-4}  # pool=probe: base attempts per training task
+KEEP_IF=${LEARN_KEEP_IF:-0.5}            # pool=probe: keep a task when P(learnable bands) >= this
+TRANSFER=${LEARN_TRANSFER:-1}            # 0: skip the bench and ood slices
 BIN=${LEARN_BIN:-.venv/bin}
 # Short episodes: a 135M model that has not solved a task in 4 agent turns will not in 30.
 EPISODE=(--max-new-tokens 64 --max-turns 4 --temperature 0.7)
@@ -66,29 +71,64 @@ evaluate() {  # MODEL TASKS REPEATS OUTFILE (attempts; episodes go beside it)
     --episodes "${4%.jsonl}_episodes.jsonl" --resume "$4" >> "$4"
 }
 
-stage "base policy: held-out split ($(wc -l < "$OUT/heldout.jsonl") tasks x $REPEATS), bench and ood slices ($(wc -l < "$OUT/transfer_tasks.jsonl") x $BENCH_REPEATS)"
+slices=""
+[ "$TRANSFER" = 1 ] && slices=", bench and ood slices ($(wc -l < "$OUT/transfer_tasks.jsonl") x $BENCH_REPEATS)"
+stage "base policy: held-out split ($(wc -l < "$OUT/heldout.jsonl") tasks x $REPEATS)$slices"
 evaluate embedded "$OUT/heldout.jsonl" "$REPEATS" "$OUT/heldout_base.jsonl"
-evaluate embedded "$OUT/bench.jsonl" "$BENCH_REPEATS" "$OUT/bench_base.jsonl"
-evaluate embedded "$OUT/ood.jsonl" "$BENCH_REPEATS" "$OUT/ood_base.jsonl"
-cat "$OUT/bench_base.jsonl" "$OUT/ood_base.jsonl" > "$OUT/transfer_base.jsonl"
+if [ "$TRANSFER" = 1 ]; then
+  evaluate embedded "$OUT/bench.jsonl" "$BENCH_REPEATS" "$OUT/bench_base.jsonl"
+  evaluate embedded "$OUT/ood.jsonl" "$BENCH_REPEATS" "$OUT/ood_base.jsonl"
+  cat "$OUT/bench_base.jsonl" "$OUT/ood_base.jsonl" > "$OUT/transfer_base.jsonl"
+fi
+
+pool=("$OUT/train.jsonl") rebucket=()
+if [ "$POOL" = probe ]; then
+  # The study's selection: probe every training task with the base policy, keep the ones whose
+  # Jeffreys posterior puts at least KEEP_IF in the learnable bands (a base that never solves a
+  # task gives GRPO only zero-variance groups there). Probing is seed-independent, so it runs
+  # once; its rollouts still count against this arm's budget in docs/demo-learn.md.
+  stage "pool=probe: the training split x $PROBE_REPEATS with the base policy, then bucket --keep-if $KEEP_IF"
+  evaluate embedded "$OUT/train.jsonl" "$PROBE_REPEATS" "$OUT/train_probe.jsonl"
+  $BIN/bucket --report --keep-if "$KEEP_IF" --tasks "$OUT/train.jsonl" "$OUT/train_probe.jsonl" \
+    > "$OUT/pool.jsonl"
+  if [ ! -s "$OUT/pool.jsonl" ]; then
+    echo "demo-learn: the probe kept no training task (the base solved none in $PROBE_REPEATS tries each);" \
+      "raise LEARN_PROBE_REPEATS or use LEARN_POOL=template" >&2
+    exit 1
+  fi
+  pool=("$OUT/pool.jsonl") rebucket=(--rebucket --base-attempts "$OUT/train_probe.jsonl")
+  echo "pool=probe: $(wc -l < "$OUT/pool.jsonl") of $(wc -l < "$OUT/train.jsonl") training tasks kept" \
+    "($(wc -l < "$OUT/train_probe.jsonl") probe rollouts)" | tee "$OUT/pool.txt" >&2
+fi
 
 for seed in $SEEDS; do
   run="$OUT/seed-$seed"
   stage "seed $seed: grpo, $STEPS steps of $BATCH tasks x $GROUP rollouts, lr $LR"
   read -ra resume <<< "$(scripts/grpo_resume.sh "$run/grpo")"
-  $BIN/grpo train --pool "$OUT/train.jsonl" --model embedded --out "$run/grpo" --steps "$STEPS" \
+  $BIN/grpo train --pool "${pool[@]}" "${rebucket[@]}" --model embedded --out "$run/grpo" --steps "$STEPS" \
     --batch-tasks "$BATCH" --group-size "$GROUP" --max-rounds 2 --micro-batch 1 --lr "$LR" \
     --save-freq "$STEPS" --seed "$seed" "${EPISODE[@]}" --plot "$run/training.png" "${resume[@]}"
   trained=$(ls -d "$run"/grpo/checkpoints/step-* | sort -V | tail -1)/hf
+  # the budget and the signal: rollouts generated, informative groups and reward per step
+  jq -s -r --argjson rollouts "$(wc -l < "$run/grpo/attempts.jsonl")" '
+    "rollouts \($rollouts), informative groups per step \(map(.groups) | join(" ")), " +
+    "reward per step \(map(.reward_mean // 0 | . * 100 | round / 100) | join(" "))"' \
+    "$run/grpo/metrics.jsonl" > "$run/training.txt"
 
   stage "seed $seed: trained policy on the held-out split, the bench slice and the ood slice"
   evaluate "$trained" "$OUT/heldout.jsonl" "$REPEATS" "$run/heldout_trained.jsonl"
+  $BIN/evalstats compare --plot "$run/heldout_compare.png" "$OUT/heldout_base.jsonl" \
+    "$run/heldout_trained.jsonl" > "$run/heldout_compare.json"
+  $BIN/evalstats compare --format table "$OUT/heldout_base.jsonl" "$run/heldout_trained.jsonl" \
+    > "$run/heldout_compare.txt"
+  # reward hacking: held-out successes whose end state differs from the gold calls' (docs/grade.md)
+  $BIN/grade audit -q --tasks "$OUT/easy.jsonl" --summary "$run/heldout_trained_episodes.jsonl" \
+    > "$run/audit.txt"
+  [ "$TRANSFER" = 1 ] || continue
   evaluate "$trained" "$OUT/bench.jsonl" "$BENCH_REPEATS" "$run/bench_trained.jsonl"
   evaluate "$trained" "$OUT/ood.jsonl" "$BENCH_REPEATS" "$run/ood_trained.jsonl"
   cat "$run/bench_trained.jsonl" "$run/ood_trained.jsonl" > "$run/transfer_trained.jsonl"
-  $BIN/evalstats compare --plot "$run/heldout_compare.png" "$OUT/heldout_base.jsonl" \
-    "$run/heldout_trained.jsonl" > "$run/heldout_compare.json"
-  for split in heldout bench ood; do
+  for split in bench ood; do
     $BIN/evalstats compare --format table "$OUT/${split}_base.jsonl" "$run/${split}_trained.jsonl" \
       > "$run/${split}_compare.txt"
   done
@@ -104,13 +144,16 @@ for seed in $SEEDS; do
   graded+=(--graded "$OUT/seed-$seed/heldout_trained_episodes.jsonl")
 done
 $BIN/evalstats report "${pairs[@]}" "${graded[@]}" -o "$OUT/report.html"
-$BIN/evalstats report --compare "$OUT/transfer_base.jsonl" "$OUT/seed-${SEEDS%% *}/transfer_trained.jsonl" \
+[ "$TRANSFER" = 1 ] && $BIN/evalstats report --compare "$OUT/transfer_base.jsonl" "$OUT/seed-${SEEDS%% *}/transfer_trained.jsonl" \
   --tasks "$OUT/transfer_tasks.jsonl" -o "$OUT/bench_report.html"  # retail (bench), insurance and consulting (ood)
 
 stage "done: base -> trained, per seed (tables in $OUT/seed-*/, pages $OUT/report.html and $OUT/bench_report.html)"
+[ "$POOL" = probe ] && cat "$OUT/pool.txt"
 for seed in $SEEDS; do
-  printf '\nseed %s, held out (unseen instances of the trained templates):\n' "$seed"
+  printf '\nseed %s, training (pool=%s): %s\n' "$seed" "$POOL" "$(cat "$OUT/seed-$seed/training.txt")"
+  printf 'seed %s, held out (unseen instances of the trained templates):\n' "$seed"
   cat "$OUT/seed-$seed/heldout_compare.txt"
+  [ "$TRANSFER" = 1 ] || continue
   printf 'seed %s, transfer: split=bench is a trained domain (retail), split=ood domains it never saw:\n' "$seed"
   cat "$OUT/seed-$seed/transfer_compare.txt"
 done
