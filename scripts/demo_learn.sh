@@ -105,7 +105,7 @@ for seed in $SEEDS; do
   run="$OUT/seed-$seed"
   stage "seed $seed: grpo, $STEPS steps of $BATCH tasks x $GROUP rollouts, lr $LR"
   read -ra resume <<< "$(scripts/grpo_resume.sh "$run/grpo")"
-  $BIN/grpo train --pool "${pool[@]}" "${rebucket[@]}" --model embedded --out "$run/grpo" --steps "$STEPS" \
+  $BIN/grpo train --pool "${pool[@]}" "${rebucket[@]}" --save-episodes --model embedded --out "$run/grpo" --steps "$STEPS" \
     --batch-tasks "$BATCH" --group-size "$GROUP" --max-rounds 2 --micro-batch 1 --lr "$LR" \
     --save-freq "$STEPS" --seed "$seed" "${EPISODE[@]}" --plot "$run/training.png" "${resume[@]}"
   trained=$(ls -d "$run"/grpo/checkpoints/step-* | sort -V | tail -1)/hf
@@ -121,9 +121,10 @@ for seed in $SEEDS; do
     "$run/heldout_trained.jsonl" > "$run/heldout_compare.json"
   $BIN/evalstats compare --format table "$OUT/heldout_base.jsonl" "$run/heldout_trained.jsonl" \
     > "$run/heldout_compare.txt"
-  # reward hacking: held-out successes whose end state differs from the gold calls' (docs/grade.md)
-  $BIN/grade audit -q --tasks "$OUT/easy.jsonl" --summary "$run/heldout_trained_episodes.jsonl" \
-    > "$run/audit.txt"
+  # reward hacking: successes (training and held out) whose end state differs from the gold
+  # calls' (docs/grade.md)
+  $BIN/grade audit -q --tasks "$OUT/easy.jsonl" --summary "$run/grpo/episodes.jsonl" \
+    "$run/heldout_trained_episodes.jsonl" > "$run/audit.txt"
   [ "$TRANSFER" = 1 ] || continue
   evaluate "$trained" "$OUT/bench.jsonl" "$BENCH_REPEATS" "$run/bench_trained.jsonl"
   evaluate "$trained" "$OUT/ood.jsonl" "$BENCH_REPEATS" "$run/ood_trained.jsonl"

@@ -39,7 +39,7 @@ def test_learning_beats_step_one_by_a_margin_luck_cannot_explain(tmp_path, tiny_
     from endstate.grpo.train import train
 
     out = tmp_path / "run"
-    train(config(tiny_model, buttons, out, steps=8))
+    train(config(tiny_model, buttons, out, steps=8, save_episodes=True))
     rewards = [m["reward_mean"] for m in metrics(out)]
     assert len(rewards) == 8
     late = sum(rewards[-3:]) / 3
@@ -50,6 +50,11 @@ def test_learning_beats_step_one_by_a_margin_luck_cannot_explain(tmp_path, tiny_
     assert len(attempts) == generated  # one attempt record per training episode
     assert len({(a["task_id"], a["attempt"]) for a in attempts}) == len(attempts)
     assert {a["status"] for a in attempts} == {"ok"} and {a["step"] for a in attempts} == set(range(1, 9))
+    # --save-episodes: the graded episode behind every attempt, for grade audit
+    episodes = [orjson.loads(x) for x in (out / "episodes.jsonl").read_bytes().splitlines()]
+    assert [(e["task_id"], e["attempt"], e["reward"], e["step"]) for e in episodes] == \
+        [(a["task_id"], a["attempt"], a["reward"], a["step"]) for a in attempts]
+    assert all(e["messages"] and "checks" in e for e in episodes)
 
 
 @pytest.mark.numerics
@@ -59,10 +64,13 @@ def test_resume_reproduces_a_straight_run(tmp_path, tiny_model, buttons):
 
     straight, split = tmp_path / "straight", tmp_path / "split"
     train(config(tiny_model, buttons, straight, steps=4, save_freq=2))
-    train(config(tiny_model, buttons, split, steps=2, save_freq=2))
-    train(config(tiny_model, buttons, split, steps=4, save_freq=2, resume=True))
+    train(config(tiny_model, buttons, split, steps=2, save_freq=2, save_episodes=True))
+    train(config(tiny_model, buttons, split, steps=4, save_freq=2, resume=True, save_episodes=True))
     a, b = metrics(straight), metrics(split)
     assert [m["step"] for m in b] == [1, 2, 3, 4]
+    # --save-episodes across a resume: every step's episodes, once
+    steps = [orjson.loads(x)["step"] for x in (split / "episodes.jsonl").read_bytes().splitlines()]
+    assert sorted(set(steps)) == [1, 2, 3, 4] and len(steps) == sum(m["groups_generated"] for m in b) * 8
     strip = lambda rows: [{k: v for k, v in m.items() if k not in TIMING} for m in rows]
     assert strip(a) == strip(b)
     wa = _weights(straight / "checkpoints/step-000004/hf")

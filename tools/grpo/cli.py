@@ -75,6 +75,8 @@ HELP = {
     "save_freq": "Checkpoint every N steps (and at the last).",
     "resume": "Continue the run in --out from its latest checkpoint.",
     "plot": "Write training curves to this PNG at each checkpoint.",
+    "save_episodes": "Also write every training rollout's graded episode, with its step, to "
+                     "OUT/episodes.jsonl (for `grade audit`; ~20 KB an episode).",
     "retire": "Drop tasks whose posterior left the --keep bands (off in the reference run).",
     "keep": "Bands to keep with --retire (comma-separated).",
     "base_attempts": "Probe attempts of the pool (repeatable), the prior evidence for --retire "

@@ -127,6 +127,7 @@ class TrainConfig(EpisodeSettings):
     save_freq: int = 5
     resume: bool = False
     plot: str | None = None
+    save_episodes: bool = False  # OUT/episodes.jsonl: every training rollout graded (grade audit)
     retire: bool = False
     keep: list[str] = field(default_factory=lambda: ["hard", "medium", "easy"])
     base_attempts: list[str] = field(default_factory=list)  # probe attempts for --retire

@@ -57,15 +57,12 @@ from typing import Any
 from endstate.core.agent.local_model import LocalGenerator, resolve_model
 from endstate.core.agent.trace import ChatTemplate
 from endstate.core.console.progress import Progress, note
-from endstate.core.episode.config import RunConfig
 from endstate.core.episode.plan import refuse, refuse_unplayable
-from endstate.core.episode.settings import episode_values
 from endstate.core.errors import EndstateError
 from endstate.core.grading.grader import Grader
 from endstate.core.grading.judge import Judge
 from endstate.core.records.episode import attempt_record
 from endstate.core.records.jsonl import checked_line, dumps
-from endstate.core.records.structs import Prompting
 from endstate.grpo.algorithm import group_advantages, normalizer
 from endstate.grpo.batch import Sample, sample_of
 from endstate.grpo.checkpoint import (
@@ -87,8 +84,10 @@ from endstate.grpo.engine import (
 from endstate.grpo.evaluation import Evaluation
 from endstate.grpo.metrics import loss_config, reduce_stats, step_line, step_log, step_metrics
 from endstate.grpo.retire import retirement_of
-from endstate.grpo.rollouts import run_groups
+from endstate.grpo.rollouts import run_config, run_groups
 from endstate.grpo.sampling import Collected, Group, PoolSampler, collect
+
+LOGS = ("metrics.jsonl", "attempts.jsonl", "episodes.jsonl")  # per step: cut back on --resume
 
 
 def log(message: str) -> None:
@@ -98,16 +97,6 @@ def log(message: str) -> None:
 def derived_seed(*parts: Any) -> int:
     """A seed for (run seed, step, round, rank): stable across runs and resumes."""
     return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:4], "little")
-
-
-def run_config(cfg: TrainConfig, seed: int, prompting: Prompting | None = None) -> RunConfig:
-    """The episode settings of a step, with rollout's simulated user; `prompting`: as resolved
-    for the run (see RunConfig). The user's API key comes from OPENAI_API_KEY, as rollout's."""
-    return RunConfig(backend="local", model=cfg.model, seed=seed, resolved_prompting=prompting,
-                     user=cfg.user, user_urls=list(cfg.user_url), user_model=cfg.user_model,
-                     user_seed=cfg.user_seed,
-                     api_key=os.environ.get("OPENAI_API_KEY", "EMPTY"), timeout=cfg.timeout,
-                     retries=cfg.retries, **episode_values(cfg))
 
 
 def judge_of(cfg: TrainConfig) -> Judge | None:
@@ -179,7 +168,7 @@ class Trainer:
         if cfg.resume:
             self._resume()
         elif self.rank == 0:
-            for name in ("metrics.jsonl", "attempts.jsonl"):
+            for name in LOGS:
                 if (self.out / name).exists() and (self.out / name).stat().st_size:
                     raise EndstateError(f"{self.out / name} exists; pass --resume to continue that "
                                         "run, or choose another --out")
@@ -220,7 +209,7 @@ class Trainer:
             self.vllm.seeds.load_state_dict(state["vllm_seeds"][self.rank])
         self._refresh_rollout_weights()
         if self.rank == 0:
-            for name in ("metrics.jsonl", "attempts.jsonl"):
+            for name in LOGS:
                 truncate_log(self.out / name, self.step)
         log(f"resumed from {folder} at step {self.step}")
 
@@ -260,7 +249,8 @@ class Trainer:
         local = run_groups([tasks[i] for i in mine], size, run_config(self.cfg, seed, self.prompting),
                            self.domains, self.grader, self.template, self._generator(seed),
                            [bases[i] for i in mine], quiet=self.quiet or self.rank != 0)
-        local = [Group(g.task_id, g.rewards, [slim(e) for e in g.episodes]) for g in local]
+        keep = (lambda e: e) if self.cfg.save_episodes else slim  # --save-episodes: rank 0 writes them whole
+        local = [Group(g.task_id, g.rewards, [keep(e) for e in g.episodes]) for g in local]
         if self.world == 1:
             return local
         import torch.distributed as dist
@@ -331,10 +321,12 @@ class Trainer:
 
     def _write(self, collected: Collected, metrics: dict[str, Any]) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
+        episodes = [e for g in collected.generated for e in g.episodes]
         with open(self.out / "attempts.jsonl", "ab") as fh:
-            for g in collected.generated:
-                fh.writelines(checked_line("attempt", {**attempt_record(e), "step": self.step})
-                              for e in g.episodes)
+            fh.writelines(checked_line("attempt", {**attempt_record(e), "step": self.step}) for e in episodes)
+        if self.cfg.save_episodes:
+            with open(self.out / "episodes.jsonl", "ab") as fh:
+                fh.writelines(checked_line("graded_episode", {**e, "step": self.step}) for e in episodes)
         with open(self.out / "metrics.jsonl", "ab") as fh:
             fh.write(dumps(metrics))
         self.dashboards.log(self.step, scalars(metrics))
