@@ -105,8 +105,8 @@ for seed in $SEEDS; do
   run="$OUT/seed-$seed"
   stage "seed $seed: grpo, $STEPS steps of $BATCH tasks x $GROUP rollouts, lr $LR"
   read -ra resume <<< "$(scripts/grpo_resume.sh "$run/grpo")"
-  $BIN/grpo train --pool "${pool[@]}" "${rebucket[@]}" --save-episodes --model embedded --out "$run/grpo" --steps "$STEPS" \
-    --batch-tasks "$BATCH" --group-size "$GROUP" --max-rounds 2 --micro-batch 1 --lr "$LR" \
+  $BIN/grpo train --pool "${pool[@]}" "${rebucket[@]}" --save-episodes --model embedded \
+    --out "$run/grpo" --steps "$STEPS" --batch-tasks "$BATCH" --group-size "$GROUP" --max-rounds 2 --micro-batch 1 --lr "$LR" \
     --save-freq "$STEPS" --seed "$seed" "${EPISODE[@]}" --plot "$run/training.png" "${resume[@]}"
   trained=$(ls -d "$run"/grpo/checkpoints/step-* | sort -V | tail -1)/hf
   # the budget and the signal: rollouts generated, informative groups and reward per step
