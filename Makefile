@@ -11,7 +11,7 @@ DEMO_TASKS ?= 6
 DEMO_REPEATS ?= 4
 DEMO_STEPS ?= 2
 DEMO_EVAL_TASKS ?= 4
-LEARN_SEEDS ?= 0 1
+LEARN_SEEDS ?= 0 1 2
 LEARN_OUT ?= out/demo-learn
 # pip install -q, retried: one dropped download must not fail a fresh machine's install
 PIP_INSTALL := scripts/pip_install.sh
@@ -40,7 +40,7 @@ demo: setup ## the main job on CPU: probe, bucket, grpo, evaluate before/after (
 	DEMO_OUT=$(DEMO_OUT) DEMO_TASKS=$(DEMO_TASKS) DEMO_REPEATS=$(DEMO_REPEATS) \
 	  DEMO_STEPS=$(DEMO_STEPS) DEMO_EVAL_TASKS=$(DEMO_EVAL_TASKS) scripts/demo.sh
 
-demo-learn: setup ## GRPO on easy retail tasks, then base vs trained on held-out instances and on bench and ood slices, two seeds (~90 min on 2 idle cores)
+demo-learn: setup ## GRPO on the easy retail tasks probe + bucket keep, then base vs trained on held-out instances and on bench and ood slices, three seeds (~2.5 h on 2 idle cores)
 	LEARN_SEEDS="$(LEARN_SEEDS)" LEARN_OUT=$(LEARN_OUT) scripts/demo_learn.sh
 
 test: setup ## run the test suite (no GPU, no network)
