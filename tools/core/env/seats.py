@@ -136,7 +136,9 @@ def take(domain: Domain, owner: Any, base: bytes) -> tuple[Seat, bool]:
         free = [s for s in pool if s.holder() is None and not s.busy]
         seat = next((s for s in free if s.base == base), free[0] if free else None)
         if seat is None and len(pool) >= SEATS:
-            for s in sorted((s for s in pool if not s.busy and not s.pinned), key=lambda s: s.used):
+            # a seat on the same base first: no init to replay (a GRPO group's G episodes share one)
+            for s in sorted((s for s in pool if not s.busy and not s.pinned),
+                            key=lambda s: (s.base != base, s.used)):
                 if s.holder().let_go(s):
                     seat = s
                     break
