@@ -14,8 +14,8 @@ Reading a diff from the change log and turning it back into statements is change
 
 from __future__ import annotations
 
+import _signal  # signal's own functions: signal.signal wraps each in enum conversions (below)
 import hashlib
-import signal
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
@@ -123,19 +123,22 @@ def _invoke(t, db: Db, args: Any, name: str) -> ToolResult:
     """Run a tool: every way it can fail is an error observation for the agent. A SystemExit or
     KeyboardInterrupt it raises itself is one too; a Ctrl-C that arrives meanwhile (on the main
     thread) still interrupts the run."""
+    # _signal, not signal: signal.getsignal/signal convert the handler they return to an enum,
+    # which for asyncio's SIGINT handler fails by formatting the repr of the running task: a
+    # quarter of a tool call's cost (bench_rollout's profile).
     interrupted: list[int] = []
-    previous = signal.getsignal(signal.SIGINT) \
+    previous = _signal.getsignal(_signal.SIGINT) \
         if threading.current_thread() is threading.main_thread() else None
 
     def noted(signum, frame):
         interrupted.append(signum)
         if callable(previous):
             return previous(signum, frame)
-        if previous != signal.SIG_IGN:
+        if previous != _signal.SIG_IGN:
             raise KeyboardInterrupt
 
     if previous is not None:  # None: off the main thread (no signal lands there), or set from C
-        signal.signal(signal.SIGINT, noted)
+        _signal.signal(_signal.SIGINT, noted)
     try:
         value = t.invoke(db, args)
         return ToolResult(True, orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode(), value)
@@ -149,7 +152,7 @@ def _invoke(t, db: Db, args: Any, name: str) -> ToolResult:
         return ToolResult.error(f"{name} failed: {type(e).__name__}: {e}")
     finally:
         if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+            _signal.signal(_signal.SIGINT, previous)
 
 
 class Sandbox:

@@ -5,8 +5,8 @@ savepoint (its "base") after it, one episode's writes above. A sandbox keeps its
 calls, so the calls of an episode replay nothing; a seat given back rolls back to its base, so the
 next episode of the same task starts with its init in place (the G episodes of a GRPO group, the n
 attempts of a probe, the grading after an episode). A process holds at most SEATS of them: past
-that, a sandbox that needs one takes the seat used longest ago, whose owner first writes its diff
-down (sandbox.py replays it at its next call). An owner whose diff is past PIN_ROWS rows keeps its
+that, a sandbox that needs one takes a seat on its own base first, else the seat used longest
+ago, whose owner first writes its diff down (sandbox.py replays it at its next call). An owner whose diff is past PIN_ROWS rows keeps its
 seat: replaying that many rows per call would cost more than the connection.
 """
 
@@ -136,7 +136,9 @@ def take(domain: Domain, owner: Any, base: bytes) -> tuple[Seat, bool]:
         free = [s for s in pool if s.holder() is None and not s.busy]
         seat = next((s for s in free if s.base == base), free[0] if free else None)
         if seat is None and len(pool) >= SEATS:
-            for s in sorted((s for s in pool if not s.busy and not s.pinned), key=lambda s: s.used):
+            # a seat on the same base first: no init to replay (a GRPO group's G episodes share one)
+            for s in sorted((s for s in pool if not s.busy and not s.pinned),
+                            key=lambda s: (s.base != base, s.used)):
                 if s.holder().let_go(s):
                     seat = s
                     break
