@@ -8,8 +8,9 @@
 #   -> for each training seed: GRPO on the pool (--rebucket), probe the held-out split with the
 #      trained policy, evalstats compare (Δpass@1, P(new better)), grade audit of every success
 #   -> transfer, base and the first seed's trained policy: a hand-written retail bench slice (in
-#      distribution: a domain it trained on) and a slice of the out-of-distribution benchmark (tasks/ood: domains, databases
-#      and tools it never saw), side by side in one `evalstats compare --by split` table.
+#      distribution: a domain it trained on) and a slice of the out-of-distribution benchmark
+#      (tasks/ood: domains, databases and tools it never saw), side by side in one
+#      `evalstats compare --by split` table.
 #   -> one page with every seed's comparison and figures (evalstats report), and one for the
 #      bench and ood slices.
 #
@@ -97,10 +98,9 @@ if [ "$POOL" = probe ]; then
     pool=("$OUT/pool.jsonl") rebucket=(--rebucket --base-attempts "$OUT/train_probe.jsonl")
     echo "pool=probe: $(wc -l < "$OUT/pool.jsonl") of $(wc -l < "$OUT/train.jsonl") training tasks kept" \
       "($(wc -l < "$OUT/train_probe.jsonl") probe rollouts)" | tee "$OUT/pool.txt" >&2
-  else  # the base solved none of them here (another CPU samples other tokens): train on them all
-    echo "pool=probe: the base solved no training task in $PROBE_REPEATS tries each, so no task was" \
-      "kept; training on the whole training split instead (LEARN_PROBE_REPEATS=8 probes more)" \
-      | tee "$OUT/pool.txt" >&2
+  else  # e.g. the base solved none in its tries here (another CPU samples other tokens)
+    echo "pool=probe: bucket kept no training task (its table above says why); training on the" \
+      "whole training split instead (LEARN_PROBE_REPEATS=8 probes more)" | tee "$OUT/pool.txt" >&2
   fi
 fi
 
@@ -109,8 +109,8 @@ for seed in $SEEDS; do
   stage "seed $seed: grpo, $STEPS steps of $BATCH tasks x $GROUP rollouts, lr $LR"
   read -ra resume <<< "$(scripts/grpo_resume.sh "$run/grpo")"
   $BIN/grpo train --pool "${pool[@]}" "${rebucket[@]}" --save-episodes --model embedded \
-    --out "$run/grpo" --steps "$STEPS" --batch-tasks "$BATCH" --group-size "$GROUP" --max-rounds 2 --micro-batch 1 --lr "$LR" \
-    --save-freq "$STEPS" --seed "$seed" "${EPISODE[@]}" --plot "$run/training.png" "${resume[@]}"
+    --out "$run/grpo" --steps "$STEPS" --batch-tasks "$BATCH" --group-size "$GROUP" --max-rounds 2 \
+    --micro-batch 1 --lr "$LR" --save-freq "$STEPS" --seed "$seed" "${EPISODE[@]}" --plot "$run/training.png" "${resume[@]}"
   trained=$(ls -d "$run"/grpo/checkpoints/step-* | sort -V | tail -1)/hf
   # the budget and the signal: rollouts generated, informative groups and reward per step
   jq -s -r --argjson rollouts "$(wc -l < "$run/grpo/attempts.jsonl")" '
