@@ -124,8 +124,8 @@ def _invoke(t, db: Db, args: Any, name: str) -> ToolResult:
     KeyboardInterrupt it raises itself is one too; a Ctrl-C that arrives meanwhile (on the main
     thread) still interrupts the run."""
     # _signal, not signal: signal.getsignal/signal convert the handler they return to an enum,
-    # which for asyncio's SIGINT handler fails by formatting the repr of the running task: a
-    # quarter of a tool call's cost (bench_rollout's profile).
+    # which for asyncio's SIGINT handler fails by formatting the repr of the running task: about
+    # a tenth of rollout's CPU in bench_rollout's profile.
     interrupted: list[int] = []
     previous = _signal.getsignal(_signal.SIGINT) \
         if threading.current_thread() is threading.main_thread() else None

@@ -6,8 +6,9 @@ calls, so the calls of an episode replay nothing; a seat given back rolls back t
 next episode of the same task starts with its init in place (the G episodes of a GRPO group, the n
 attempts of a probe, the grading after an episode). A process holds at most SEATS of them: past
 that, a sandbox that needs one takes a seat on its own base first, else the seat used longest
-ago, whose owner first writes its diff down (sandbox.py replays it at its next call). An owner whose diff is past PIN_ROWS rows keeps its
-seat: replaying that many rows per call would cost more than the connection.
+ago, whose owner first writes its diff down (sandbox.py replays it at its next call). An owner
+whose diff is past PIN_ROWS rows keeps its seat: replaying that many rows per call would cost more
+than the connection.
 """
 
 from __future__ import annotations
