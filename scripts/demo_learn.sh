@@ -39,6 +39,7 @@ TRANSFER=${LEARN_TRANSFER:-1}            # 1: the bench and ood slices, base and
 BIN=${LEARN_BIN:-.venv/bin}
 # Short episodes: a 135M model that has not solved a task in 4 agent turns will not in 30.
 EPISODE=(--max-new-tokens 64 --max-turns 4 --temperature 0.7)
+case "$POOL" in probe|template) ;; *) echo "demo-learn: LEARN_POOL=$POOL: use probe or template" >&2; exit 2 ;; esac
 mkdir -p "$OUT"
 started=$(date +%s)
 stage() { printf '\n== [%4ss] %s\n' "$(( $(date +%s) - started ))" "$*" >&2; }
