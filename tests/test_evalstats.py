@@ -106,7 +106,7 @@ def _inverse_matches(x, a, b, q, sp, abs=0.0):
 def test_special_functions_match_scipy():
     from scipy import special as sp
 
-    from endstate.evalstats import special
+    from endstate.core.stats import special
     grid = [0.5, 1.0, 2.5, 10.0, 400.0, 2e4]
     for a, b in itertools.product(grid, grid):
         for x in (1e-6, 0.01, 0.3, 0.5, 0.77, 0.999):  # below 1e-12: tails no interval resolves

@@ -161,7 +161,7 @@ def cli(attempts, opts: BucketOptions, skip):
     bench = [t for path in opts.exclude_files for _, t in read_jsonl([path], "task", skip=skip)]
     read = {"duplicates": opts.duplicates, "tool": "bucket", "skip": skip, "workers": opts.workers,
             "struct": Attempt, "repeats": P.Counts.repeated}
-    counts = fold_attempts(attempts, P.tally, P.merge, meanwhile=_import_scipy, **read)
+    counts = fold_attempts(attempts, P.tally, P.merge, **read)
     reference = (fold_attempts(opts.reference_files, P.tally, P.merge, **read)
                  if opts.reference_files else None)
 
@@ -223,11 +223,6 @@ def _candidates(counts: dict, tasks: dict | None, tasks_file: str | None) -> lis
         click.echo(f"bucket: {len(stray)} task id(s) in the attempts are not in {tasks_file} "
                    f"and are left out (first: {stray[0]})", err=True)
     return list(tasks)
-
-
-def _import_scipy() -> None:
-    """Runs while the readers parse: scipy takes ~0.5 s to import and the masses need it."""
-    import scipy.special  # noqa: F401
 
 
 def _read_tasks(path: str, skip: SkipLog | None) -> dict[str, dict]:

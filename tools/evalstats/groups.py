@@ -12,7 +12,7 @@ task's attempts, whatever the --by fields.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from operator import add
+from operator import add, itemgetter
 from typing import Any
 
 from endstate.evalstats.tally import Counts, Tally, _hashable, cell_values
@@ -121,27 +121,37 @@ def cross_tasks(t: Tally, by: Sequence[tuple[str | None, Mapping[str, Any] | Non
     whole, "overall"), each (field, by_task) as in group_tasks: `--by model --by domain`'s
     model × domain cells."""
     labels = policy_labels(t) if any(field == POLICY for field, _ in by) else {}
-    pick = [_picker(t, field, by_task, labels) for field, by_task in by]
+    fields = [_field_reader(t, field, by_task, labels) for field, by_task in by]
+    getters = [get for get, _ in fields]
+    # What decides a cell's groups: its raw values (one getter: itemgetter, a C call), each seen
+    # once and mapped to the TaskCounts it adds to; a cell is then a lookup and a dict update.
+    raw = getters[0] if len(getters) == 1 else (lambda key: tuple(get(key) for get in getters))
     groups: dict[tuple[str, ...], TaskCounts] = {}
+    targets: dict[Any, list[TaskCounts]] = {}
     for key, cell in t.cells.items():
-        values = cell_values(cell)
-        for names in _combinations([f(key) for f in pick]):
-            tasks = groups.setdefault(names, {})
-            mine = tasks.get(key[0])
-            tasks[key[0]] = _new_counts(Counts, values if mine is None else _sum(mine, values))
+        value = raw(key)
+        into = targets.get(value)
+        if into is None:
+            values = (value,) if len(getters) == 1 else value
+            combos = _combinations([names(v) for (_, names), v in zip(fields, values)])
+            into = targets[value] = [groups.setdefault(c, {}) for c in combos]
+        values, tid = cell_values(cell), key[0]
+        for tasks in into:
+            mine = tasks.get(tid)
+            tasks[tid] = _new_counts(Counts, values if mine is None else _sum(mine, values))
     return groups
 
 
-def _picker(t: Tally, field: str | None, by_task, labels):
-    """key -> the group names a cell's key puts its task in, for one field."""
+def _field_reader(t: Tally, field: str | None, by_task, labels):
+    """(key -> the cell's raw value of one field, raw value -> the group names it puts the
+    cell's task in)."""
     if field is None:
-        return lambda key: ("overall",)
+        return (lambda key: None), (lambda value: ("overall",))
     if field == POLICY:
-        return lambda key: (labels[key[1]],)
-    index = _index(t, field)
+        return itemgetter(1), (lambda pid: (labels[pid],))
     if by_task is not None:
-        return lambda key: _group_names(by_task[key[0]])
-    return lambda key: _group_names(key[index])
+        return (lambda key: by_task[key[0]]), _group_names
+    return itemgetter(_index(t, field)), _group_names
 
 
 def _combinations(per_field: list[Sequence[str]]) -> list[tuple[str, ...]]:

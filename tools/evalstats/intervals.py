@@ -30,7 +30,7 @@ from itertools import repeat
 from operator import mul, truediv
 from typing import NamedTuple
 
-from endstate.evalstats.special import betaincinv, t_cdf, t_ppf
+from endstate.core.stats.special import betaincinv, t_cdf, t_ppf
 
 Z95 = 1.959963984540054  # standard normal quantile at 0.975
 POPULATION, BENCHMARK = "population", "benchmark"

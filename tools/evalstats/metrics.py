@@ -11,6 +11,7 @@ from endstate.evalstats import estimands as S
 from endstate.evalstats import estimators as E
 from endstate.evalstats.groups import TaskCounts
 from endstate.evalstats.intervals import POPULATION
+from endstate.evalstats.tally import Counts
 
 
 class KTooLarge(ValueError):
@@ -118,10 +119,12 @@ def cost(tasks: TaskCounts, reliable: int) -> dict[str, Any]:
     the priced attempts' cost over their own successes, and per reliable task scales the
     priced cost to every recorded attempt (total × recorded / priced) before dividing by the
     tasks solved k/k, which unpriced attempts also made. `total_usd` is what was priced."""
-    priced = sum(c.priced_attempts for c in tasks.values())
-    total = math.fsum(c.cost_usd for c in tasks.values()) if priced else None
-    recorded = sum(c.attempts + c.system_errors for c in tasks.values())
-    priced_successes = sum(c.priced_successes for c in tasks.values())
+    column = dict(zip(Counts._fields, zip(*tasks.values()))) if tasks else \
+        dict.fromkeys(Counts._fields, ())  # each field over the tasks, transposed in C
+    priced = sum(column["priced_attempts"])
+    total = math.fsum(column["cost_usd"]) if priced else None
+    recorded = sum(column["attempts"]) + sum(column["system_errors"])
+    priced_successes = sum(column["priced_successes"])
     campaign = total * recorded / priced if total is not None else None
     return {"total_usd": total,
             "per_success_usd": total / priced_successes if total is not None and priced_successes
@@ -129,4 +132,4 @@ def cost(tasks: TaskCounts, reliable: int) -> dict[str, Any]:
             "per_reliable_task_usd": campaign / reliable if campaign is not None and reliable
             else None,
             "priced_attempts": priced,
-            "unpriced_attempts": sum(c.unpriced_attempts for c in tasks.values())}
+            "unpriced_attempts": sum(column["unpriced_attempts"])}

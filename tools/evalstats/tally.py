@@ -159,21 +159,17 @@ def _count(t: Tally, records: Iterable[Any], values, single: bool, prices) -> No
     """The hot loop: add each record to its cell (attrgetter of one name returns the value, not
     a tuple: `single`). Written for speed: local names, and the --price branch only when priced."""
     cells, wide, get, policies = t.cells, t.wide, t.cells.get, t.policies
+    plain: dict[Any, int] = {}  # model -> policy number, for records without prompting settings
     seen: dict[tuple, tuple] = {}  # (model, prompting's values) -> (prompting, policy number)
     for r in records:
         tid = r.task_id
         prompting = r.prompting
-        try:  # the values alone are cheap to hash; the dicts compared make it exact
-            probe = (r.model, tuple(prompting.values()) if prompting else None)
-            hit = seen.get(probe)
-        except TypeError:  # a nested value
-            probe, hit = None, None
-        if hit is not None and hit[0] == prompting:
-            pid = hit[1]
+        if prompting is None:  # the common case: one dict lookup
+            pid = plain.get(r.model)
+            if pid is None:
+                pid = plain[r.model] = policies.setdefault(policy_key(r.model, None), len(policies))
         else:
-            pid = policies.setdefault(policy_key(r.model, prompting), len(policies))
-            if probe is not None:
-                seen[probe] = (prompting, pid)
+            pid = _policy_number(r.model, prompting, seen, policies)
         key = (tid, pid) if values is None else (tid, pid, values(r)) if single else \
             (tid, pid, *values(r))
         try:
@@ -206,6 +202,22 @@ def _count(t: Tally, records: Iterable[Any], values, single: bool, prices) -> No
         cell.priced_attempts += 1
         if r.reward == 1:
             cell.priced_successes += 1
+
+
+def _policy_number(model: Any, prompting: dict, seen: dict, policies: dict) -> int:
+    """The policy number of (model, prompting), remembered in `seen` by the prompting's values
+    (cheap to hash; the dicts compared make it exact)."""
+    try:
+        probe = (model, tuple(prompting.values()))
+        hit = seen.get(probe)
+    except TypeError:  # a nested value
+        probe, hit = None, None
+    if hit is not None and hit[0] == prompting:
+        return hit[1]
+    pid = policies.setdefault(policy_key(model, prompting), len(policies))
+    if probe is not None:
+        seen[probe] = (prompting, pid)
+    return pid
 
 
 def priced_cost(record: Any, price: tuple[float, float]) -> float | None:

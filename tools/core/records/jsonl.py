@@ -170,7 +170,6 @@ def fold_jsonl(
     *,
     skip: SkipLog | None = None,
     workers: int | None = None,
-    meanwhile: Callable[[], object] | None = None,
     struct: type | None = None,
 ) -> State:
     """`tally(records)` over the records of read_jsonl(paths, kind, skip=skip), computed on byte
@@ -182,20 +181,14 @@ def fold_jsonl(
 
     `tally` must be a pure fold over the records it is given, so that merging the states of
     consecutive ranges equals the state of the whole. Errors and skipped lines are reported
-    exactly as read_jsonl reports them: the first bad line in file order wins. `meanwhile` runs
-    in this process while the others read (e.g. a slow import the caller needs afterwards).
+    exactly as read_jsonl reports them: the first bad line in file order wins.
     """
     workers = workers if workers is not None else (os.cpu_count() or 1)
     jobs = _split(paths, workers) if workers > 1 and sys.platform == "linux" else None
     if not jobs:
-        state = tally(_read(paths, kind, skip, False, struct))
-        if meanwhile is not None:
-            meanwhile()
-        return state
+        return tally(_read(paths, kind, skip, False, struct))
     skipping = skip is not None
     children = [_fork_reader(job, kind, tally, skipping, struct) for job in jobs[1:]]
-    if meanwhile is not None:
-        meanwhile()
     parts = [_fold_unit(unit, kind, tally, skipping, struct) for unit in jobs[0]]
     for child in children:
         parts += _reader_parts(child)
@@ -315,8 +308,9 @@ def _count_newlines(fh: IO[bytes], end: int, block: int = 1 << 24) -> int:
     return count
 
 
-def _range_blocks(fh: IO[bytes], start: int, end: int, block: int = 1 << 24) -> Iterator[list[bytes]]:
-    """The lines in [start, end) (both line starts), a big block's worth at a time."""
+def _range_blocks(fh: IO[bytes], start: int, end: int, block: int = 1 << 18) -> Iterator[list[bytes]]:
+    """The lines in [start, end) (both line starts), a block's worth at a time. 256 KiB: the
+    lines split from a block stay in the CPU's cache; 16 MiB blocks made reading 2.5x slower."""
     fh.seek(start)
     pos, rest = start, b""
     while pos < end:

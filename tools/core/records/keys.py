@@ -103,7 +103,7 @@ def keep_one(records: Iterable[Any], mode: str, dropped: list,
 
 def fold_attempts(paths: Sequence[str], tally: Callable, merge: Callable, *, duplicates: str,
                   tool: str, skip: SkipLog | None = None, workers: int | None = None,
-                  meanwhile: Callable[[], object] | None = None, struct: type | None = None,
+                  struct: type | None = None,
                   repeats: Callable[[Any], list[str]], key_of: Callable[[Any], Any] = clean_key):
     """fold_jsonl over attempt files with one record per clean key (`key_of`: clean_key, or
     policy_clean_key where several policies are read at once). `repeats(state)` lists the tasks
@@ -119,7 +119,7 @@ def fold_attempts(paths: Sequence[str], tally: Callable, merge: Callable, *, dup
             return tally(keep_one(records, duplicates, dropped, key_of))
 
     state = fold_jsonl(list(paths), "attempt", fold, merge, skip=skip, workers=workers,
-                       meanwhile=meanwhile, struct=struct)
+                       struct=struct)
     repeated = repeats(state)
     if repeated:
         raise duplicate_error(list(paths), repeated, key_of)

@@ -2,7 +2,7 @@
 
 A task with n clean runs and k successes has posterior Beta(k + a, n - k + b) over its success
 rate (Jeffreys: a = b = 1/2). The unit interval is cut at `edges` into named bands; the mass of a
-band is I_hi(α, β) - I_lo(α, β) with I = scipy.special.betainc, never a numerical integral (the
+band is I_hi(α, β) - I_lo(α, β) with I the regularized incomplete beta (core.stats.special), never a numerical integral (the
 Beta(½, ·) density is infinite at 0). A task goes to the band with the most mass; masses within
 TIE_TOL of the largest count as tied and the tie goes to the harder (lower) band.
 """
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from endstate.core.stats.special import betainc, betaincinv
 
 DEFAULT_EDGES = (0.08, 0.40, 0.60, 0.90)
 DEFAULT_NAMES = ("too_hard", "hard", "medium", "easy", "too_easy")
@@ -50,32 +52,19 @@ def posterior(n: int, k: int, prior: tuple[float, float] = JEFFREYS) -> tuple[fl
 
 def band_masses(params: Iterable[tuple[float, float]], edges: Sequence[float]) -> list[list[float]]:
     """Posterior mass per band for each (α, β): rows sum to 1 (up to rounding)."""
-    import numpy as np
-    from scipy.special import betainc
-
-    params = list(params)
-    if not params:
-        return []
-    ab = np.asarray(params, dtype=float)  # (P, 2)
-    cdf = betainc(ab[:, :1], ab[:, 1:], np.asarray(edges, dtype=float)[None, :])  # (P, E)
-    ones = np.ones((len(params), 1))
-    cdf = np.hstack([0 * ones, cdf, ones])  # (P, E + 2): I_0 = 0, I_1 = 1
-    return np.clip(np.diff(cdf, axis=1), 0.0, 1.0).tolist()  # (P, E + 1)
+    masses = []
+    for a, b in params:
+        cdf = [0.0, *(betainc(a, b, e) for e in edges), 1.0]  # I_0 = 0, I_1 = 1
+        masses.append([min(1.0, max(0.0, hi - lo)) for lo, hi in zip(cdf, cdf[1:])])
+    return masses
 
 
 def credible_intervals(params: Iterable[tuple[float, float]], level: float = 0.95
                        ) -> list[tuple[float, float]]:
     """Equal-tailed credible interval of each Beta(α, β): the (1 ∓ level)/2 quantiles, exact
-    (scipy.special.betaincinv, the inverse of the regularized incomplete beta)."""
-    import numpy as np
-    from scipy.special import betaincinv
-
-    params = list(params)
-    if not params:
-        return []
-    ab = np.asarray(params, dtype=float)  # (P, 2)
-    tails = np.array([(1 - level) / 2, (1 + level) / 2])[None, :]  # (1, 2)
-    return [tuple(row) for row in betaincinv(ab[:, :1], ab[:, 1:], tails).tolist()]  # (P, 2)
+    (the inverse of the regularized incomplete beta)."""
+    lo, hi = (1 - level) / 2, (1 + level) / 2
+    return [(betaincinv(a, b, lo), betaincinv(a, b, hi)) for a, b in params]
 
 
 def assign(masses: Sequence[float]) -> int:
