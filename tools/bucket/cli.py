@@ -235,7 +235,7 @@ def _emit(records, tasks):
     return ({**tasks[d["task_id"]], "difficulty": d} for d in records)
 
 
-main = run(cli)
+main = run(cli, collect_cycles=False)
 
 if __name__ == "__main__":
     sys.exit(main())

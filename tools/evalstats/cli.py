@@ -209,7 +209,7 @@ def compare(base, new, by_fields, ks, cluster, prices, reading: Reading, output:
 cli.add_command(tally)
 cli.add_command(report)
 
-main = run(cli)
+main = run(cli, collect_cycles=False)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import functools
+import gc
 import os
 import signal
 import sys
@@ -23,10 +24,15 @@ DOMAINS_ENV = "ENDSTATE_DOMAINS"
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EPIPE, errno.EIO, errno.EFBIG}
 
 
-def run(cli: click.Command) -> Callable[[], None]:
-    """Wrap a click command as a console-script entry point."""
+def run(cli: click.Command, collect_cycles: bool = True) -> Callable[[], None]:
+    """Wrap a click command as a console-script entry point. `collect_cycles=False` turns the
+    cycle collector off, for a one-shot reducer (bucket, evalstats): it keeps ~10^5 acyclic
+    objects (tallies, records) alive until it exits, which reference counting frees anyway and
+    the collector's repeated passes over cost 10% of its time."""
 
     def main() -> None:
+        if not collect_cycles:
+            gc.disable()
         # Default SIGPIPE: `grade ... | head` ends quietly instead of raising BrokenPipeError.
         if hasattr(signal, "SIGPIPE"):
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
