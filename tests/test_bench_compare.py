@@ -60,3 +60,17 @@ def test_update_from_several_runs_takes_the_median_and_twice_the_spread(tmp_path
     assert written["a"]["value"] == 1.1 and written["a"]["tolerance"] == round(2 * 0.3 / 1.1, 2)
     assert written["steady"]["tolerance"] == 0.1  # no spread: the floor
     assert compare(runs[2], "--baseline", baseline).returncode == 0  # within its own noise
+
+
+def test_update_never_narrows_a_recorded_tolerance(tmp_path):
+    """Two close runs say little about the noise: a tolerance earlier runs widened stays."""
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(json.dumps({"a": {"value": 1.0, "unit": "ms", "better": "lower",
+                                          "tolerance": 1.1}}))
+    runs = []
+    for i, value in enumerate((0.66, 0.68)):
+        runs.append(tmp_path / f"run{i}.json")
+        record(runs[-1], a=(value, "lower"))
+    assert compare(runs[0], "--baseline", baseline, "--update", "--noise", runs[1]).returncode == 0
+    written = json.loads(baseline.read_text())["a"]
+    assert written["value"] == 0.67 and written["tolerance"] == 1.1
