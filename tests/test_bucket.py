@@ -462,3 +462,24 @@ def test_cli_workers_flag_and_help(files):
     help_text = run(["--help"]).stdout
     assert "bucket --all schemas/examples/attempt.json" in help_text
     assert "probe -n 12 --resume att.jsonl" in help_text
+
+
+def test_bucket_runs_on_the_light_core_without_numpy_or_scipy(tmp_path):
+    """pyproject's light core is enough for bucket: the bands' masses and intervals come from
+    core.stats.special, not scipy (which an install without the stats extra lacks)."""
+    import subprocess
+    import sys
+
+    attempts = tmp_path / "a.jsonl"
+    attempts.write_bytes(b"".join(orjson.dumps({"task_id": "t", "domain": "retail", "attempt": a,
+                                                "reward": a % 2, "status": "ok"}) + b"\n"
+                                  for a in range(8)))
+    blocked = ("import sys\nfor name in ('numpy', 'scipy'): sys.modules[name] = None  # import fails\n"
+               "from endstate.bucket.cli import main\nsys.argv = ['bucket', '--all', sys.argv[1]]\n"
+               "main()")
+    done = subprocess.run([sys.executable, "-c", blocked, str(attempts)], capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()
+    (record,) = map(orjson.loads, done.stdout.splitlines())
+    post = stats.beta(4.5, 4.5)  # 4 of 8 under Jeffreys
+    assert record["credible95"] == pytest.approx([post.ppf(0.025), post.ppf(0.975)], rel=1e-9)
+    assert record["band"] == "medium"
