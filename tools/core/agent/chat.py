@@ -66,18 +66,13 @@ class ChatSession:
     seed: int | None
     tool_specs: list[dict[str, Any]]
     system: str
-    examples: list[FewShot]
+    shots: list[dict[str, Any]]  # the few-shot turns as sent (shot_views), shared: never changed
     max_context: int | None = None
     transcript: list[Message] = field(default_factory=list)
-    shots: list[dict[str, Any]] = field(default_factory=list)
     context_used: int = 0  # the last call's prompt + completion tokens, as the endpoint counted
 
     def begin(self, transcript: list[Message]) -> None:
         self.transcript = transcript
-        self.shots = [endpoint_view(m) for i, e in enumerate(self.examples) for m in e.messages(i)]
-        for shot in self.shots:  # the example's call is in tool_calls; its text would repeat it
-            if "tool_calls" in shot:
-                del shot["content"]
 
     async def act(self) -> Turn:
         # The endpoint tokenizes, so the next prompt's length is known only after the call: it is
@@ -119,11 +114,24 @@ class ChatBackend:
     seed: int | None = 0
     few_shot: bool = True
     max_context: int | None = None
+    _shots: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict, repr=False)
 
     def close(self) -> None:
         self.endpoints.close()
 
     def open(self, domain: Domain, tool_specs: list[dict[str, Any]]) -> ChatSession:
+        key = (domain.name, str(domain.path))
+        shots = self._shots.get(key)
+        if shots is None:  # rendered once per domain, not once per episode
+            shots = self._shots[key] = shot_views(few_shot_of(domain)) if self.few_shot else []
         return ChatSession(self.endpoints, self.model, self.sampling, self.seed, tool_specs,
-                           domain.policy, few_shot_of(domain) if self.few_shot else [],
-                           self.max_context)
+                           domain.policy, shots, self.max_context)
+
+
+def shot_views(examples: list[FewShot]) -> list[dict[str, Any]]:
+    """The few-shot turns as the endpoint is shown them (endpoint_view), after the system prompt."""
+    shots = [endpoint_view(m) for i, e in enumerate(examples) for m in e.messages(i)]
+    for shot in shots:  # the example's call is in tool_calls; its text would repeat it
+        if "tool_calls" in shot:
+            del shot["content"]
+    return shots
