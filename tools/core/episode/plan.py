@@ -12,16 +12,17 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 import orjson
 
-from endstate.core.env.domain import Domains
-from endstate.core.env.sandbox import init_state
 from endstate.core.errors import EndstateError, FileError, InputError
 from endstate.core.records.jsonl import Loc, SkipLog, fail, read_jsonl
 from endstate.core.records.schemas import STAGES, stage_of
+
+if TYPE_CHECKING:
+    from endstate.core.env.domain import Domains
 
 
 def parse_shard(value: str | None) -> tuple[int, int]:
@@ -195,6 +196,9 @@ def runnable_tasks(paths: Iterable[str], domains: Domains, skip: SkipLog | None,
 
 
 def _unrunnable(task: dict[str, Any], domains: Domains) -> str | None:
+    # Imported here: bucket and grade read task files through this module without the sandbox.
+    from endstate.core.env.sandbox import init_state
+
     try:
         domain = domains[task["domain"]]
     except EndstateError as e:
