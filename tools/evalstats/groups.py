@@ -132,8 +132,8 @@ def cross_tasks(t: Tally, by: Sequence[tuple[str | None, Mapping[str, Any] | Non
         value = raw(key)
         into = targets.get(value)
         if into is None:
-            values = (value,) if len(getters) == 1 else value
-            combos = _combinations([names(v) for (_, names), v in zip(fields, values)])
+            per_field = (value,) if len(getters) == 1 else value
+            combos = _combinations([names(v) for (_, names), v in zip(fields, per_field)])
             into = targets[value] = [groups.setdefault(c, {}) for c in combos]
         values, tid = cell_values(cell), key[0]
         for tasks in into:

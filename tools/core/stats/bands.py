@@ -2,9 +2,10 @@
 
 A task with n clean runs and k successes has posterior Beta(k + a, n - k + b) over its success
 rate (Jeffreys: a = b = 1/2). The unit interval is cut at `edges` into named bands; the mass of a
-band is I_hi(α, β) - I_lo(α, β) with I the regularized incomplete beta (core.stats.special), never a numerical integral (the
-Beta(½, ·) density is infinite at 0). A task goes to the band with the most mass; masses within
-TIE_TOL of the largest count as tied and the tie goes to the harder (lower) band.
+band is I_hi(α, β) - I_lo(α, β) with I the regularized incomplete beta (core.stats.special),
+never a numerical integral (the Beta(½, ·) density is infinite at 0). A task goes to the band
+with the most mass; masses within TIE_TOL of the largest count as tied and the tie goes to the
+harder (lower) band.
 """
 
 from __future__ import annotations
