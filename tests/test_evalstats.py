@@ -23,6 +23,7 @@ from endstate.evalstats import estimands as S
 from endstate.evalstats import estimators as E
 from endstate.evalstats import groups as G
 from endstate.evalstats import intervals as I
+from endstate.evalstats import metrics as M
 from endstate.evalstats import tally as Tl
 from endstate.evalstats.cli import cli
 from endstate.evalstats.compare import compare
@@ -177,6 +178,35 @@ def test_estimands_match_an_independent_computation(ns, cs, clusters, pooled, es
     # rounding, which the quantile's slope amplifies: 1e-7
     assert got["ci95"] == stated(ci, rel=1e-7, abs=1e-12)
     assert got["ci95"][0] <= got["value"] <= got["ci95"][1]
+
+
+@pytest.mark.parametrize("clusters", [None, ["a", "a", "b", "b", "a", "c", "c", "a", "b"]])
+@pytest.mark.parametrize("estimand", ["population", "benchmark"])
+def test_a_groups_tasks_of_equal_counts_share_a_row(clusters, estimand):
+    """metrics() folds tasks of equal (n, c) (and cluster) into one row counted `mult` times:
+    pass@1 still matches the per-task reference, and pass@k, pass^k and k/k their per-task
+    computation (one row per task)."""
+    if clusters and estimand == "benchmark":
+        return
+    ns, cs = [4, 4, 4, 4, 6, 6, 6, 4, 6], [3, 3, 1, 4, 6, 6, 2, 3, 6]
+    tasks = {f"t{i}": Tl.Counts(n, c, 0, 0.0, 0, 0, 0, 0) for i, (n, c) in enumerate(zip(ns, cs))}
+    by_task = None if clusters is None else {f"t{i}": g for i, g in enumerate(clusters)}
+    got = M.metrics(tasks, [1, 3], by_task, estimand)
+    _, _, labels, mult = M.rows(tasks, by_task)
+    assert len(mult) < len(ns) and sum(mult) == got["tasks"] == 9
+    for key, pooled in (("pass_at_1", True), ("pass_at_1_task_mean", False)):
+        value, se, ci = reference(ns, cs, pooled=pooled, clusters=clusters, estimand=estimand)
+        assert got[key] == approx(value, dtype=float, terms=len(ns) + 2)
+        assert got[f"{key}_se"] == stated(se, rel=1e-12)
+        assert got[f"{key}_ci95"] == stated(ci, rel=1e-7, abs=1e-12)
+    one_each = M._at_k(ns, cs, [3], clusters, None, S.design_effect(
+        [c / n for n, c in zip(ns, cs)], ns, clusters))
+    for key in ("pass_at_k", "pass_hat_k"):
+        assert got[key]["3"] == stated(one_each[key]["3"], rel=1e-15)
+        assert got[f"{key}_ci95"]["3"] == stated(one_each[f"{key}_ci95"]["3"], rel=1e-12)
+    every = M.observed_all(ns, cs, clusters, S.design_effect([c / n for n, c in zip(ns, cs)], ns,
+                                                             clusters))
+    assert got["observed_all"] == {**every, "ci95": stated(every["ci95"], rel=1e-12)}
 
 
 def test_pooled_interval_is_the_pooled_estimates_own():

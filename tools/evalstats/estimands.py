@@ -15,32 +15,44 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
+from operator import mul
 from typing import Any
 
 from endstate.evalstats import intervals as I
 
 
-def _pass1_parts(ns: Sequence[int], cs: Sequence[int], pooled: bool):
-    """(estimate, influence values, weights, floor variance) of pass@1 over the tasks."""
-    T, N = len(ns), sum(ns)
+def mean(values: Sequence[float], mult: Sequence[int] | None = None) -> float:
+    """The mean over tasks of per-row values, each row standing for `mult` tasks (None: one)."""
+    if mult is None:
+        return math.fsum(values) / len(values)
+    return math.fsum(map(mul, values, mult)) / sum(mult)
+
+
+def _pass1_parts(ns: Sequence[int], cs: Sequence[int], pooled: bool,
+                 mult: Sequence[int] | None = None):
+    """(estimate, influence values, weights, floor variance) of pass@1 over the tasks (`mult`:
+    how many tasks each (n, c) row stands for; None: one each)."""
+    T = I.task_count(ns, mult)
+    N = I.task_sum(ns, mult)
     rates = [c / n for n, c in zip(ns, cs)]
     if pooled:
-        value = sum(cs) / N
+        value = I.task_sum(cs, mult) / N
         scale = N / T
         influence = [(c - value * n) / scale for n, c in zip(ns, cs)]
         weights = [n / N for n in ns]
     else:
-        value = math.fsum(rates) / T
+        value = mean(rates, mult)
         influence = [s - value for s in rates]
-        weights = [1 / T] * T
-    return value, influence, weights, I.floor_variance(rates, ns, pooled)
+        weights = [1 / T] * len(ns)
+    return value, influence, weights, I.floor_variance(rates, ns, pooled, mult)
 
 
-def _raw_variance(ns, cs, influence, weights, estimand, clusters):
+def _raw_variance(ns, cs, influence, weights, estimand, clusters, mult=None):
     if estimand == I.BENCHMARK:
+        rates = [c / n for n, c in zip(ns, cs)]
         return I.benchmark_variance(weights, list(zip(ns, cs)),
-                                    I.smoothed_rate([c / n for n, c in zip(ns, cs)], ns))
-    return I.population_variance(influence, clusters)
+                                    I.smoothed_rate(rates, ns, mult), mult)
+    return I.population_variance(influence, clusters, mult)
 
 
 def units(T: int, clusters: Sequence[Hashable] | None) -> int:
@@ -49,37 +61,43 @@ def units(T: int, clusters: Sequence[Hashable] | None) -> int:
 
 
 def pass_at_1(ns: Sequence[int], cs: Sequence[int], *, pooled: bool, estimand: str = I.POPULATION,
-              clusters: Sequence[Hashable] | None = None) -> dict[str, Any]:
+              clusters: Sequence[Hashable] | None = None, mult: Sequence[int] | None = None
+              ) -> dict[str, Any]:
     """{"value", "se", "ci95"} of pooled pass@1 (`pooled`) or of the task mean; nulls when
-    there is no task, or (population) fewer than two tasks or clusters."""
+    there is no task, or (population) fewer than two tasks or clusters. Each (n, c) row (and
+    its cluster) stands for `mult` tasks (None: one)."""
     if not ns:
         return {"value": None, "se": None, "ci95": None}
-    value, influence, weights, floor = _pass1_parts(ns, cs, pooled)
-    s = I.spread(_raw_variance(ns, cs, influence, weights, estimand, clusters), floor)
+    value, influence, weights, floor = _pass1_parts(ns, cs, pooled, mult)
+    s = I.spread(_raw_variance(ns, cs, influence, weights, estimand, clusters, mult), floor)
     population = estimand == I.POPULATION
+    T = I.task_count(ns, mult)
     return {"value": value, "se": None if s is None else s.se,
-            "ci95": I.rate_interval(value, s, sum(ns), cap=population,
-                                    units=units(len(ns), clusters) if population else None)}
+            "ci95": I.rate_interval(value, s, I.task_sum(ns, mult), cap=population,
+                                    units=units(T, clusters) if population else None)}
 
 
 def task_mean(values: Sequence[float], trials: Sequence[float],
-              clusters: Sequence[Hashable] | None = None) -> tuple[float | None, I.Spread | None]:
-    """The mean of per-task values in [0, 1] and its population spread (floored)."""
+              clusters: Sequence[Hashable] | None = None, mult: Sequence[int] | None = None
+              ) -> tuple[float | None, I.Spread | None]:
+    """The mean of per-task values in [0, 1] and its population spread (floored); `mult` as in
+    pass_at_1."""
     if not values:
         return None, None
-    m = math.fsum(values) / len(values)
-    raw = I.population_variance([x - m for x in values], clusters)
-    return m, I.spread(raw, I.floor_variance(values, trials, pooled=False))
+    m = mean(values, mult)
+    raw = I.population_variance([x - m for x in values], clusters, mult)
+    return m, I.spread(raw, I.floor_variance(values, trials, False, mult))
 
 
 def design_effect(rates: Sequence[float], trials: Sequence[float],
-                  clusters: Sequence[Hashable] | None) -> float | None:
+                  clusters: Sequence[Hashable] | None, mult: Sequence[int] | None = None
+                  ) -> float | None:
     """V(clustered) / V(tasks independent) of the task mean of `rates` (pass@1's): how much the
     clusters' shared effect inflates the variance. None without clusters, or below two."""
     if clusters is None:
         return None
-    _, clustered = task_mean(rates, trials, clusters)
-    _, independent = task_mean(rates, trials, None)
+    _, clustered = task_mean(rates, trials, clusters, mult)
+    _, independent = task_mean(rates, trials, None, mult)
     if clustered is None or independent is None:
         return None
     return clustered.variance / independent.variance
@@ -87,19 +105,22 @@ def design_effect(rates: Sequence[float], trials: Sequence[float],
 
 def task_mean_interval(values: Sequence[float], trials: Sequence[float],
                        clusters: Sequence[Hashable] | None = None,
-                       borrowed: float | None = None) -> list[float] | None:
-    """The population interval of the task mean of per-task values (pass@k, pass^k, k/k).
+                       borrowed: float | None = None, mult: Sequence[int] | None = None
+                       ) -> list[float] | None:
+    """The population interval of the task mean of per-task values (pass@k, pass^k, k/k);
+    `mult` as in pass_at_1.
 
     With clusters, the variance is never below the tasks-independent one times `borrowed`, the
     design effect of pass@1 (design_effect): the clusters' shared effect on the success rate
     carries into every function of it, and pass@1's cluster variance is the one a few clusters
     estimate stably. pass@k and pass^k of large k are skewed; from 8 clusters their own CR1
     variance alone covered 89–92% (tests/test_calibration.py)."""
-    m, s = task_mean(values, trials, clusters)
+    m, s = task_mean(values, trials, clusters, mult)
     if s is not None and clusters is not None and borrowed is not None:
-        _, alone = task_mean(values, trials, None)
+        _, alone = task_mean(values, trials, None, mult)
         s = I.Spread(max(s.variance, alone.variance * borrowed), s.df)
-    return I.rate_interval(m, s, math.fsum(trials), units=units(len(values), clusters))
+    T = I.task_count(values, mult)
+    return I.rate_interval(m, s, I.task_sum(trials, mult), units=units(T, clusters))
 
 
 def paired_pass_at_1(base: tuple[Sequence[int], Sequence[int]],

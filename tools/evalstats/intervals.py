@@ -47,17 +47,21 @@ class Spread(NamedTuple):
         return math.sqrt(self.variance)
 
 
-def population_variance(influence: Sequence[float], clusters: Sequence[Hashable] | None = None
-                        ) -> tuple[float, float] | None:
+def population_variance(influence: Sequence[float], clusters: Sequence[Hashable] | None = None,
+                        mult: Sequence[int] | None = None) -> tuple[float, float] | None:
     """(V, df) of a mean over tasks from centred per-task influence values: CR1 over `clusters`
-    (None: every task its own), df = G − 1. None below two clusters."""
-    T = len(influence)
+    (None: every task its own), df = G − 1. None below two clusters. `mult`: how many tasks
+    each value stands for (tasks of equal counts and cluster share one; None: one each)."""
+    if mult is None:
+        T, summed = len(influence), influence
+    else:
+        T, summed = sum(mult), list(map(mul, influence, mult))  # each row's tasks' sum
     if clusters is None:
         G = T
-        total = math.fsum(map(mul, influence, influence))
+        total = math.fsum(map(mul, summed, influence))
     else:
         sums: dict[Hashable, list[float]] = {}
-        for e, g in zip(influence, clusters):
+        for e, g in zip(summed, clusters):
             sums.setdefault(g, []).append(e)
         G = len(sums)
         total = math.fsum(math.fsum(v) ** 2 for v in sums.values())
@@ -66,32 +70,51 @@ def population_variance(influence: Sequence[float], clusters: Sequence[Hashable]
     return G / (G - 1) * total / (T * T), G - 1.0
 
 
-def benchmark_variance(weights: Sequence[float], counts: Sequence[tuple[int, int]], smoothed: float
-                       ) -> tuple[float, float]:
+def benchmark_variance(weights: Sequence[float], counts: Sequence[tuple[int, int]], smoothed: float,
+                       mult: Sequence[int] | None = None) -> tuple[float, float]:
     """(V, df) of Σ w_i s_i over a fixed suite: within-task binomial variance only. A task with
-    one attempt has no within-task estimate and is given the smoothed rate's."""
+    one attempt has no within-task estimate and is given the smoothed rate's. `mult` as in
+    population_variance."""
     total, df = [], 0.0
-    for w, (n, c) in zip(weights, counts):
+    for w, (n, c), m in zip(weights, counts, repeat(1) if mult is None else mult):
         s = c / n
         v = s * (1 - s) / (n - 1) if n > 1 else smoothed * (1 - smoothed)
-        total.append(w * w * v)
-        df += max(n - 1, 1)
+        total.append(m * w * w * v)
+        df += m * max(n - 1, 1)
     return math.fsum(total), df
 
 
-def floor_variance(values: Sequence[float], trials: Sequence[float], pooled: bool) -> float:
+def floor_variance(values: Sequence[float], trials: Sequence[float], pooled: bool,
+                   mult: Sequence[int] | None = None) -> float:
     """V₀: the binomial variance at the Jeffreys-smoothed rate over all trials, of the task mean
-    (mean(1/m_i)/T) or of the pooled rate (1/Σm)."""
-    p = smoothed_rate(values, trials)
-    T = len(values)
+    (mean(1/m_i)/T) or of the pooled rate (1/Σm). `mult` as in population_variance."""
+    p = smoothed_rate(values, trials, mult)
+    if mult is None:
+        T, per_trial = len(values), sum(map(truediv, repeat(1.0), trials))
+    else:
+        T, per_trial = sum(mult), sum(map(truediv, mult, trials))
     if pooled:
-        return p * (1 - p) / sum(trials)
-    return p * (1 - p) * sum(map(truediv, repeat(1.0), trials)) / (T * T)
+        return p * (1 - p) / task_sum(trials, mult)
+    return p * (1 - p) * per_trial / (T * T)
 
 
-def smoothed_rate(values: Sequence[float], trials: Sequence[float]) -> float:
+def smoothed_rate(values: Sequence[float], trials: Sequence[float],
+                  mult: Sequence[int] | None = None) -> float:
     """(Σx_i·m_i + ½)/(Σm_i + 1); plain sums: a floor needs no last-bit exactness."""
-    return (sum(map(mul, values, trials)) + 0.5) / (sum(trials) + 1.0)
+    successes = map(mul, values, trials)
+    if mult is not None:
+        successes = map(mul, successes, mult)
+    return (sum(successes) + 0.5) / (task_sum(trials, mult) + 1.0)
+
+
+def task_count(rows: Sequence, mult: Sequence[int] | None) -> int:
+    """How many tasks the rows stand for."""
+    return len(rows) if mult is None else sum(mult)
+
+
+def task_sum(values: Sequence[float], mult: Sequence[int] | None) -> float:
+    """Σ over the tasks of per-row values, each row standing for `mult` tasks (None: one)."""
+    return sum(values) if mult is None else sum(map(mul, values, mult))
 
 
 def spread(raw: tuple[float, float] | None, floor: float) -> Spread | None:

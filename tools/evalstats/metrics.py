@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from functools import cache
+from operator import itemgetter
 from typing import Any
 
 from endstate.evalstats import estimands as S
 from endstate.evalstats import estimators as E
+from endstate.evalstats import intervals as I
 from endstate.evalstats.groups import TaskCounts
 from endstate.evalstats.intervals import POPULATION
 from endstate.evalstats.tally import Counts
@@ -33,30 +36,47 @@ def cluster_labels(task_ids: Sequence[str], clusters: Mapping[str, Any] | None
     return [v if (v := clusters.get(tid)) is not None else ("task", tid) for tid in task_ids]
 
 
+def rows(tasks: TaskCounts, clusters: Mapping[str, Any] | None = None
+         ) -> tuple[list[int], list[int], list[Hashable] | None, list[int]]:
+    """The clean tasks (n > 0) as distinct rows (ns, cs, cluster labels or None, mult): tasks
+    with equal (n, c) and cluster share a row, `mult` counts them. Without clusters every
+    estimand is a function of the (n, c) multiset, so 50,000 tasks of 20 attempts are at most
+    231 rows."""
+    if clusters is None:
+        table = Counter(map(_n_c, tasks.values()))
+        table.pop((0, 0), None)
+        return [n for n, _ in table], [c for _, c in table], None, list(table.values())
+    clean = {tid: c for tid, c in tasks.items() if c.attempts > 0}
+    labels = cluster_labels(list(clean), clusters)
+    table = Counter((c.attempts, c.successes, label) for c, label in zip(clean.values(), labels))
+    ns, cs, row_labels = (list(column) for column in zip(*table)) if table else ([], [], [])
+    return ns, cs, row_labels, list(table.values())
+
+
+_n_c = itemgetter(0, 1)  # Counts -> (attempts, successes)
+
+
 def metrics(tasks: TaskCounts, ks: Sequence[int], clusters: Mapping[str, Any] | None = None,
             estimand: str = POPULATION, strict_k: bool = True) -> dict[str, Any]:
     """The metrics object of one group (see schemas/metrics.schema.json and docs/evalstats.md).
     A k above some task's clean n raises KTooLarge when `strict_k` (the user asked for it),
     else its pass@k and pass^k are null in this group."""
-    clean = {tid: c for tid, c in tasks.items() if c.attempts > 0}
-    ns = [c.attempts for c in clean.values()]
-    cs = [c.successes for c in clean.values()]
-    if strict_k:
+    ns, cs, labels, mult = rows(tasks, clusters)
+    if strict_k and ns and max(ks, default=0) > min(ns):
         for k in ks:
-            for tid, c in clean.items():
-                if c.attempts < k:
+            for tid, c in tasks.items():
+                if 0 < c.attempts < k:
                     raise KTooLarge(k, tid, c.attempts)
-    labels = cluster_labels(list(clean), clusters)
-    pooled = S.pass_at_1(ns, cs, pooled=True, estimand=estimand, clusters=labels)
-    task_mean = S.pass_at_1(ns, cs, pooled=False, estimand=estimand, clusters=labels)
-    borrowed = S.design_effect([c / n for n, c in zip(ns, cs)], ns, labels)
-    at_k = _at_k(ns, cs, ks, labels, task_mean, borrowed)
-    T, attempts, successes = len(ns), sum(ns), sum(cs)
+    pooled = S.pass_at_1(ns, cs, pooled=True, estimand=estimand, clusters=labels, mult=mult)
+    task_mean = S.pass_at_1(ns, cs, pooled=False, estimand=estimand, clusters=labels, mult=mult)
+    borrowed = S.design_effect([c / n for n, c in zip(ns, cs)], ns, labels, mult)
+    at_k = _at_k(ns, cs, ks, labels, task_mean, borrowed, mult)
+    column = _columns(tasks)
     return {
-        "tasks": T,
-        "attempts": attempts,
-        "system_errors": sum(c.system_errors for c in tasks.values()),
-        "successes": successes,
+        "tasks": sum(mult),
+        "attempts": sum(column["attempts"]),
+        "system_errors": sum(column["system_errors"]),
+        "successes": sum(column["successes"]),
         "estimand": estimand,
         "pass_at_1": pooled["value"],
         "pass_at_1_se": pooled["se"],
@@ -65,18 +85,19 @@ def metrics(tasks: TaskCounts, ks: Sequence[int], clusters: Mapping[str, Any] | 
         "pass_at_1_task_mean_se": task_mean["se"],
         "pass_at_1_task_mean_ci95": task_mean["ci95"],
         **at_k,
-        "observed_all": observed_all(ns, cs, labels, borrowed),
-        "cost": cost(tasks, sum(1 for n, c in zip(ns, cs) if c == n)),
+        "observed_all": observed_all(ns, cs, labels, borrowed, mult),
+        "cost": cost(tasks, sum(m for n, c, m in zip(ns, cs, mult) if c == n), column),
     }
 
 
 def _at_k(ns: list[int], cs: list[int], ks: Sequence[int], labels,
-          task_mean: dict | None = None, borrowed: float | None = None) -> dict[str, dict]:
+          task_mean: dict | None = None, borrowed: float | None = None,
+          mult: list[int] | None = None) -> dict[str, dict]:
     """pass@k and pass^k per k (null where a task has fewer than k clean attempts), each with
     its 95% interval over tasks (population; m_i = n_i/k independent k-trials per task; with
     clusters, pass@1's design effect `borrowed` as a floor). At k = 1 both are the task mean:
     its estimate and interval are reused when given (one estimate, one interval, under either
-    estimand)."""
+    estimand). Rows and `mult` as in rows()."""
     out: dict[str, dict] = {"pass_at_k": {}, "pass_at_k_ci95": {}, "pass_hat_k": {},
                             "pass_hat_k_ci95": {}}
     for k in ks:
@@ -92,26 +113,35 @@ def _at_k(ns: list[int], cs: list[int], ks: Sequence[int], labels,
         trials = [n / k for n in ns]
         for key, values in (("pass_at_k", [p for p, _ in pairs]),
                             ("pass_hat_k", [h for _, h in pairs])):
-            out[key][str(k)] = E.mean(values)
-            out[f"{key}_ci95"][str(k)] = S.task_mean_interval(values, trials, labels, borrowed)
+            out[key][str(k)] = S.mean(values, mult)
+            out[f"{key}_ci95"][str(k)] = S.task_mean_interval(values, trials, labels, borrowed,
+                                                              mult)
     return out
 
 
-def observed_all(ns: list[int], cs: list[int], labels=None, borrowed: float | None = None
-                 ) -> dict[str, Any]:
+def observed_all(ns: list[int], cs: list[int], labels=None, borrowed: float | None = None,
+                 mult: list[int] | None = None) -> dict[str, Any]:
     """Tasks whose every clean attempt succeeded. `k` is the number of attempts each of them was
     counted over: the common n when every task has the same n, else null (then `k_min`..`k_max`
-    are the range: compare pass_hat_k at one k instead)."""
+    are the range: compare pass_hat_k at one k instead). Rows and `mult` as in rows()."""
     hits = [1.0 if c == n else 0.0 for n, c in zip(ns, cs)]
-    count = int(sum(hits))
-    T = len(ns)
+    T = I.task_count(ns, mult)
+    count = int(I.task_sum(hits, mult))
     return {"k": ns[0] if ns and min(ns) == max(ns) else None,
             "k_min": min(ns, default=None), "k_max": max(ns, default=None),
             "count": count, "fraction": count / T if T else None,
-            "ci95": S.task_mean_interval(hits, [1.0] * T, labels, borrowed)}
+            "ci95": S.task_mean_interval(hits, [1.0] * len(ns), labels, borrowed, mult)}
 
 
-def cost(tasks: TaskCounts, reliable: int) -> dict[str, Any]:
+def _columns(tasks: TaskCounts) -> dict[str, tuple]:
+    """Each Counts field over the tasks, transposed in C."""
+    if not tasks:
+        return dict.fromkeys(Counts._fields, ())
+    return dict(zip(Counts._fields, zip(*tasks.values())))
+
+
+def cost(tasks: TaskCounts, reliable: int, column: dict[str, tuple] | None = None
+         ) -> dict[str, Any]:
     """Campaign cost over every priced attempt (system errors included: they were paid for);
     attempts of a --price model without token counts are `unpriced_attempts`, not free.
 
@@ -119,8 +149,7 @@ def cost(tasks: TaskCounts, reliable: int) -> dict[str, Any]:
     the priced attempts' cost over their own successes, and per reliable task scales the
     priced cost to every recorded attempt (total × recorded / priced) before dividing by the
     tasks solved k/k, which unpriced attempts also made. `total_usd` is what was priced."""
-    column = dict(zip(Counts._fields, zip(*tasks.values()))) if tasks else \
-        dict.fromkeys(Counts._fields, ())  # each field over the tasks, transposed in C
+    column = _columns(tasks) if column is None else column
     priced = sum(column["priced_attempts"])
     total = math.fsum(column["cost_usd"]) if priced else None
     recorded = sum(column["attempts"]) + sum(column["system_errors"])
