@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import starmap
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 from endstate.core.records.keys import WIDE, policy_key, repeated_tasks
@@ -56,6 +56,7 @@ class Cell:
 
 # Every cell is read once per grouping and pickled by a forked reader: both in C.
 cell_values = attrgetter(*Counts._fields)  # a Cell's values, in Counts order
+_unit, _seen, _clean = itemgetter(0, 1), attrgetter("seen"), attrgetter("attempts")
 
 
 @dataclass(slots=True)
@@ -96,6 +97,11 @@ class Tally:
     def repeated(self) -> list[str]:
         """Tasks with two clean records of one (policy, attempt), in one cell or across its
         cells (records of one key that disagree on a --by field)."""
+        cells = self.cells
+        if not self.wide and len(set(map(_unit, cells))) == len(cells) and \
+                sum(map(int.bit_count, map(_seen, cells.values()))) == \
+                sum(map(_clean, cells.values())):
+            return []  # a cell per (task, policy), a distinct attempt bit per clean record: in C
         units = repeated_tasks((((k[0], k[1]), c.seen, c.attempts) for k, c in self.cells.items()),
                                (((t, p), a) for t, p, a in self.wide))
         return sorted({task_id for task_id, _ in units})
