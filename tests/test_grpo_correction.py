@@ -13,6 +13,7 @@ from numerics import approx, assert_close, decoder_terms, logprob_magnitude, tol
 
 from endstate.grpo.algorithm import clipped_surrogate, normalizer
 from endstate.grpo.correction import importance_weights, mismatch, safe_log_ratio
+from endstate.grpo.logprobs import shared_prefix as SHARED_PREFIX
 from endstate.grpo.objective import LossConfig, micro_batch_loss
 
 # -- the clamp and the dual clip -------------------------------------------------------------------
@@ -197,23 +198,42 @@ def test_update_metrics_turn_sums_into_means():
 
 # -- through the DeepSpeed engine ------------------------------------------------------------------
 
+def test_the_shared_prefix_ends_at_a_difference_padding_or_the_first_log_prob():
+    rows = torch.tensor([[5] * 18 + [1, 2, 3, 4], [5] * 18 + [1, 2, 9, 9]])  # (2, 22): 20 alike
+    ones = torch.ones_like(rows)
+    assert SHARED_PREFIX(rows, ones, 21) == 20 and SHARED_PREFIX(rows, ones, 17) == 17
+    assert SHARED_PREFIX(rows, ones, 15) == 0  # below MIN_SHARED: one forward
+    assert SHARED_PREFIX(rows[:1], ones[:1], 21) == 0  # one row: nothing to share
+    padded = ones.clone()
+    padded[1, 19:] = 0  # a pad id may equal a real one: the mask decides
+    assert SHARED_PREFIX(rows, padded, 21) == 19
+
+
 @pytest.mark.numerics
-def test_deepspeed_gradient_equals_the_one_batch_reference_at_temperature(tiny_model):
+@pytest.mark.parametrize("common", [0, 20])
+def test_deepspeed_gradient_equals_the_one_batch_reference_at_temperature(tiny_model, common,
+                                                                          monkeypatch):
     """Policy.update (2 micro-batches, token IS, T = 0.7) produces the gradient of the hand-written
     one-batch loss on a plain transformers model: temperature, masking, weights and the batch
-    normalisation all included."""
+    normalisation all included. With `common` prompt tokens every row begins with, each
+    micro-batch runs them once (logprobs.forward): the same gradient."""
     from transformers import AutoModelForCausalLM
 
+    from endstate.grpo import logprobs
     from endstate.grpo.batch import Sample, collate
     from endstate.grpo.engine import Policy, ds_config, init_distributed, resolve_ds_config
 
+    shared: list[int] = []
+    monkeypatch.setattr(logprobs, "shared_prefix", lambda *a: shared.append(
+        prefix := SHARED_PREFIX(*a)) or prefix)
     init_distributed("cpu")
     ds = ds_config(resolve_ds_config("zero0"), micro_batch=2, grad_accum=2, world=1, bf16=False, grad_clip=1.0)
     policy = Policy(tiny_model, ds, 1e-3, 0.0, "cpu", reference=False, seed=0)
     g = torch.Generator().manual_seed(3)
+    start = torch.randint(4, 16, (common,), generator=g).tolist()
     samples = []
     for i, adv in enumerate([1.0, -1.0, 0.5, -0.5]):
-        prompt = torch.randint(4, 16, (3 + i,), generator=g).tolist()
+        prompt = start + torch.randint(4, 16, (3 + i,), generator=g).tolist()
         done = torch.randint(4, 16, (4,), generator=g).tolist()
         rollout = (-torch.rand(4, generator=g) * 4).tolist()  # far from the model: weights truncate
         samples.append(Sample(prompt + done, [False] * len(prompt) + [True] * 4,
@@ -245,6 +265,8 @@ def test_deepspeed_gradient_equals_the_one_batch_reference_at_temperature(tiny_m
     for name, p in model.named_parameters():
         assert_close(captured[name], p.grad, dtype=torch.float32, terms=terms, probable=True,
                      magnitude=p.grad.abs().max() * (1 + forward), msg=name)
+    # one forward per micro-batch without a common start; with one, it ran once
+    assert len(shared) == 2 and (max(shared) == 0 if common == 0 else min(shared) >= common), shared
 
 
 @pytest.mark.numerics

@@ -150,3 +150,57 @@ def test_a_model_that_transforms_its_logits_is_refused():
     check_plain_head(PretrainedConfig(final_logit_softcapping=None))
     with pytest.raises(EndstateError, match="final_logit_softcapping=30.0"):
         check_plain_head(PretrainedConfig(final_logit_softcapping=30.0))
+
+
+def tiny_decoder(family: str):
+    """A randomly initialised 2-layer model of `family`; Gemma 3 and Mistral with a sliding window
+    of 8 positions, shorter than the shared prefix below."""
+    import transformers as tf
+
+    shape = dict(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2)
+    torch.manual_seed(0)
+    if family == "gemma3":
+        return tf.Gemma3ForCausalLM(tf.Gemma3TextConfig(**shape, head_dim=16, sliding_window=8,
+                                                        final_logit_softcapping=None))
+    if family == "mistral":
+        return tf.MistralForCausalLM(tf.MistralConfig(**shape, sliding_window=8))
+    if family == "qwen3":
+        return tf.Qwen3ForCausalLM(tf.Qwen3Config(**shape, head_dim=16))
+    return tf.LlamaForCausalLM(tf.LlamaConfig(**shape))
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3", "gemma3", "mistral"])
+def test_a_common_prefix_run_once_gives_the_full_forwards_logprobs_and_gradient(family):
+    """logprobs.forward with `share`: the rows' common 24 positions once, for one row, then each
+    row's rest on their keys and values; against the one full forward, the same log-probs and the
+    same gradient of every weight (one row right-padded)."""
+    from numerics import decoder_terms, logprob_magnitude
+
+    from endstate.grpo.logprobs import forward
+
+    model = tiny_decoder(family)
+    g = torch.Generator().manual_seed(1)
+    ids = torch.cat([torch.randint(0, 64, (1, 24), generator=g).expand(3, 24),
+                     torch.randint(0, 64, (3, 10), generator=g)], 1)  # (3, 34)
+    attention = torch.ones_like(ids)
+    attention[2, -3:] = 0
+    inputs, targets, columns = ids[:, :-1], ids[:, 1:], torch.arange(23, 33)
+    head = model.get_output_embeddings()
+
+    def run(share: bool):
+        model.zero_grad(set_to_none=True)
+        out = forward(model, inputs, attention[:, :-1], columns,
+                      lambda: head_logprobs(head, targets[:, columns], 1024, 1.0), share)
+        out.logits[..., 0].sum().backward()
+        return out.logits[..., 0].detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    (want, want_grads), (got, grads) = run(False), run(True)
+    with torch.no_grad():
+        logits = model(input_ids=inputs).logits
+    B, S = inputs.shape
+    terms, magnitude = decoder_terms(model.config, S), logprob_magnitude(logits)
+    assert_close(got, want, dtype=torch.float32, terms=terms, probable=True, magnitude=magnitude)
+    for name, grad in want_grads.items():  # as the one-batch reference test (test_grpo_correction)
+        assert_close(grads[name], grad, dtype=torch.float32, terms=2 * terms + B * S, probable=True,
+                     magnitude=grad.abs().max() * (1 + magnitude), msg=name)

@@ -21,7 +21,7 @@ from endstate.core.agent.local_model import drop_gguf_quantization, loading_bars
 from endstate.core.console import stdio
 from endstate.core.errors import EndstateError
 from endstate.grpo.batch import Sample, collate, micro_batches
-from endstate.grpo.logprobs import DEFAULT_CHUNK, check_plain_head, head_logprobs
+from endstate.grpo.logprobs import DEFAULT_CHUNK, check_plain_head, forward, head_logprobs
 from endstate.grpo.objective import MAXIMA, SUMS, LossConfig, accumulate, micro_batch_loss
 
 CONFIG_DIR = CONFIGS_DIR / "deepspeed"
@@ -196,6 +196,8 @@ class Policy:
         loading_bars_only_on_a_terminal()
         torch.manual_seed(seed)
         self.device, self.logits_chunk = device, logits_chunk
+        # a micro-batch's common prefix once (logprobs.forward); not where it would break
+        self.share_prefix = not checkpointing and zero_stage(ds) < 3
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self.pad_id = (self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None
                        else self.tokenizer.eos_token_id)
@@ -266,9 +268,10 @@ class Policy:
         device = self.engine.device
         head = getattr(model, "module", model).get_output_embeddings()
         targets = batch.targets[:, columns].to(device)  # (B, C)
-        with head_logprobs(head, targets, self.logits_chunk, temperature, top_k, top_p):
-            out = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
-                        logits_to_keep=columns.to(device), use_cache=False)
+        out = forward(model, batch.input_ids.to(device), batch.attention_mask.to(device),
+                      columns.to(device), lambda: head_logprobs(head, targets, self.logits_chunk,
+                                                                temperature, top_k, top_p),
+                      self.share_prefix)
         return out.logits[..., 0], out.logits[..., 1].detach()  # (B, C) each
 
     def _chunk_loss(self, chunk: list[Sample], loss: LossConfig, norm: float):

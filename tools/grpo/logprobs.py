@@ -14,12 +14,19 @@ Inside the model the chunked head replaces the lm_head's forward for one call (`
 the model then runs its usual forward (one engine call, one lm_head call per micro-batch), which
 under ZeRO-3 keeps every rank's all-gathers of the head in step and DeepSpeed's backward hooks on
 the model's output, whatever the number of chunks on each rank.
+
+A micro-batch's rows often begin alike: a GRPO group's G episodes share their task's first
+prompt, and a domain's tasks share its system prompt and tool list. `forward` runs the common
+prefix once, for one row, and the rest of every row on its keys and values (repeated for the rows;
+the backward sums their gradients back): the same log-probs and gradient as the full forward, at
+(B − 1) × prefix fewer positions through the decoder (tests/test_grpo_correction.py holds the two
+against each other).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING
 
 from endstate.core.agent.sampling import processed_logits
@@ -29,6 +36,7 @@ from endstate.grpo.algorithm import token_logprobs
 if TYPE_CHECKING:
     import torch
 
+MIN_SHARED = 16  # prefix positions below which a second forward call costs more than it saves
 DEFAULT_CHUNK = 1024  # positions per lm_head chunk: 1024 × 152k vocabulary × 4 B = 0.6 GB a copy
 # Model configs that transform the logits after the lm_head (Gemma 2's softcap, Cohere's scale,
 # Granite's divisor): the chunked head would return something else than the model's logits.
@@ -100,3 +108,46 @@ def head_logprobs(lm_head, targets: torch.Tensor, chunk_size: int, temperature: 
         yield
     finally:
         del lm_head.forward
+
+
+def shared_prefix(input_ids: torch.Tensor, attention_mask: torch.Tensor, first_column: int) -> int:
+    """How many leading positions every row has in common (the same ids, none of them padding),
+    at most up to `first_column` (the first position whose log-prob is needed: the suffix
+    forward computes those); 0 below two rows or MIN_SHARED positions."""
+    if input_ids.shape[0] < 2:
+        return 0
+    differs = ((input_ids != input_ids[:1]).any(0) | (attention_mask == 0).any(0)).nonzero()  # (K, 1)
+    common = int(differs[0, 0]) if differs.numel() else input_ids.shape[1]
+    shared = min(common, first_column)
+    return shared if shared >= MIN_SHARED else 0
+
+
+def forward(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, columns: torch.Tensor,
+            head: Callable[[], AbstractContextManager], share: bool):
+    """`model`'s output at `columns` (a 1-D tensor of positions) with `head()` active (the
+    chunked lm_head of head_logprobs), the common prefix of the rows run once when `share` (off
+    where the ranks' collectives must match call for call: ZeRO-3; and under activation
+    checkpointing, whose layers drop the cache)."""
+    prefix = shared_prefix(input_ids, attention_mask, int(columns[0])) if share else 0
+    if not prefix:
+        with head():
+            return model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=columns,
+                         use_cache=False)
+    from transformers import DynamicCache
+
+    module = getattr(model, "module", model)
+    cache = DynamicCache(config=module.config)
+    given = {_cache_argument(module): cache}
+    model(input_ids=input_ids[:1, :prefix], use_cache=True, logits_to_keep=1, **given)  # (1, L)
+    cache.batch_repeat_interleave(input_ids.shape[0])
+    with head():
+        return model(input_ids=input_ids[:, prefix:], attention_mask=attention_mask,
+                     logits_to_keep=columns - prefix, use_cache=True, **given)
+
+
+def _cache_argument(module) -> str:
+    """The forward's name for the KV cache: `cache` from transformers 5.24, `past_key_values`
+    before (and deprecated since)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(module.forward).parameters else "past_key_values"
