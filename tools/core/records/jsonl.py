@@ -284,34 +284,27 @@ def _split(paths: Sequence[str], workers: int) -> list[list[Unit]] | None:
     return jobs if len(jobs) > 1 else None
 
 
-def _fold_unit(unit: Unit, kind: str | None, tally, skipping: bool, struct: type | None) -> Part:
-    """Fold one unit. Its lines are numbered from its start, and the lines before it (a read of
-    everything before the unit: 0.1 s for half of a 250 MB file) are counted only when one of
-    its lines is reported: skipped lines are renumbered, an error is found again from there."""
+def _fold_unit(unit: Unit, kind: str | None, tally, skipping: bool, struct: type | None,
+               first_line: int | None = None) -> Part:
+    """Fold one unit. Its lines are numbered from its start (`first_line` None), and the lines
+    before it (a read of everything before the unit: 0.1 s for half of a 250 MB file) are counted
+    only when one of its lines is reported: skipped lines are renumbered, an error found again."""
     skip = SkipLog() if skipping else None
+    relative = first_line is None and unit.start > 0
     with open(unit.path, "rb") as fh:
         try:
-            state = _fold_range(fh, unit, 1, kind, tally, skip, struct)
+            lines = chain.from_iterable(_range_blocks(fh, unit.start, unit.end))
+            state = tally(_records(unit.path, lines, first_line or 1, kind, skip, False, struct))
         except InputError as e:
-            message = e.message
-            if unit.start > 0:  # the same error again, numbered from the file's first line
-                try:
-                    _fold_range(fh, unit, 1 + _count_newlines(fh, unit.start), kind, tally,
-                                SkipLog() if skipping else None, struct)
-                except InputError as located:
-                    message = located.message
-            return Part(None, [], message)
+            if relative:  # a fold is pure: the same error, at its line in the file
+                return _fold_unit(unit, kind, tally, skipping, struct,
+                                  1 + _count_newlines(fh, unit.start))
+            return Part(None, [], e.message)
         entries = skip.entries if skip else []
-        if entries and unit.start > 0:
+        if entries and relative:
             before = _count_newlines(fh, unit.start)
             entries = [(Loc(loc.file, loc.line + before), message) for loc, message in entries]
     return Part(state, entries, None)
-
-
-def _fold_range(fh: IO[bytes], unit: Unit, first_line: int, kind: str | None, tally,
-                skip: SkipLog | None, struct: type | None):
-    lines = chain.from_iterable(_range_blocks(fh, unit.start, unit.end))
-    return tally(_records(unit.path, lines, first_line, kind, skip, False, struct))
 
 
 def _count_newlines(fh: IO[bytes], end: int, block: int = 1 << 24) -> int:
