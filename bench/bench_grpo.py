@@ -101,16 +101,16 @@ def trl_update(model_dir, batch, lr):
 
 
 def timed(steps, repeats):
-    """Best time of each step over `repeats`, the steps interleaved so that load from other
-    processes on the machine falls on both alike."""
+    """Each step's times over `repeats` (sorted) and last loss, the steps interleaved so that load
+    from other processes on the machine falls on both alike."""
     losses = [step() for step in steps]  # warm-up (allocations, first-call overheads)
-    best = [float("inf")] * len(steps)
+    times: list[list[float]] = [[] for _ in steps]
     for _ in range(repeats):
         for i, step in enumerate(steps):
             t = time.perf_counter()
             losses[i] = step()
-            best[i] = min(best[i], time.perf_counter() - t)
-    return best, losses
+            times[i].append(time.perf_counter() - t)
+    return [sorted(t) for t in times], losses
 
 
 def main() -> None:
@@ -145,17 +145,22 @@ def main() -> None:
         updates = [endstate_update(model_dir, batch, 1e-6)]
         if not skip_trl:
             updates.append(trl_update(model_dir, batch, 1e-6))
-        seconds, losses = timed(updates, a.repeats)
+        times, losses = timed(updates, a.repeats)
+        seconds = [t[0] for t in times]  # the best of each: the ratio's
         print("one prompt for the batch (a GRPO group):" if group else "a prompt per row:")
         print(f"  endstate grpo update: {seconds[0]:.2f} s  {tokens / seconds[0]:,.0f} tokens/s  "
-              f"(loss {losses[0]:+.5f})")
+              f"(loss {losses[0]:+.5f}; {_spread(times[0])})")
         if skip_trl:
             print(f"  TRL GRPOTrainer loss: skipped: {skip_trl}")
             continue
         print(f"  TRL GRPOTrainer loss: {seconds[1]:.2f} s  {tokens / seconds[1]:,.0f} tokens/s  "
-              f"(loss {losses[1]:+.5f})")
+              f"(loss {losses[1]:+.5f}; {_spread(times[1])})")
         print(f"  ratio endstate/TRL tokens/s: {seconds[1] / seconds[0]:.2f}x")
         record(figure, seconds[1] / seconds[0], "x", better="higher")
+
+
+def _spread(times: list[float]) -> str:
+    return f"{len(times)} runs {times[0]:.2f}–{times[-1]:.2f} s"
 
 
 if __name__ == "__main__":
