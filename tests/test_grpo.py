@@ -495,3 +495,24 @@ def test_a_checkpoint_that_cannot_be_written_says_so_and_where_resume_starts(tmp
     assert caught.value.exit_code == ExitCode.IO and "step-000010: cannot save the checkpoint" in message
     assert str(error) in message and "GiB free on that disk" in message
     assert "--resume continues from step-000005" in message
+
+
+def test_a_micro_batch_holds_samples_that_begin_alike_and_ranks_get_similar_lengths():
+    """Two domains' samples (their system prompts differ), interleaved and of mixed lengths: each
+    micro-batch holds one domain's (its prompt runs once there), longest first, and two ranks
+    get the same number of sequences of similar length."""
+    from endstate.grpo.batch import Sample
+    from endstate.grpo.train import shard_samples
+
+    def sample(domain: int, length: int) -> Sample:
+        ids = [domain] * 300 + [7] * length
+        return Sample(ids, [False] * 300 + [True] * length, [float("nan")] * len(ids), 1.0)
+
+    samples = [sample(d, n) for n in (5, 40, 12, 33, 8, 21) for d in (1, 2)]
+    mine = shard_samples(samples, 0, 1)
+    chunks = micro_batches(mine, 3)
+    assert [{s.ids[0] for s in c} for c in chunks] == [{1}, {1}, {2}, {2}]
+    assert [len(s.ids) - 300 for s in mine[:6]] == [40, 33, 21, 12, 8, 5]
+    halves = [shard_samples(samples, r, 2) for r in (0, 1)]
+    assert [len(h) for h in halves] == [6, 6]
+    assert all(abs(len(a.ids) - len(b.ids)) <= 12 for a, b in zip(*halves))

@@ -116,9 +116,15 @@ def runnable_pool(tasks: list[dict[str, Any]], grader: Grader, user: str) -> Non
 
 
 def shard_samples(samples: list[Sample], rank: int, world: int) -> list[Sample]:
-    """Longest first, dealt round-robin: every rank gets |samples|/world sequences of similar length."""
-    order = sorted(range(len(samples)), key=lambda i: (-len(samples[i].ids), i))
+    """Side by side as they begin (a domain's episodes share its system prompt and tools, which
+    the update runs once for a micro-batch's rows: logprobs.forward), longest first among those,
+    dealt round-robin: every rank gets |samples|/world sequences of similar length."""
+    order = sorted(range(len(samples)),
+                   key=lambda i: (samples[i].ids[:OPENING], -len(samples[i].ids), i))
     return [samples[i] for i in order[rank::world]]
+
+
+OPENING = 256  # leading ids that tell the domains' prompts apart
 
 
 class Trainer:
