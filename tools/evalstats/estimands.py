@@ -15,17 +15,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
-from operator import mul
 from typing import Any
 
+from endstate.evalstats import estimators as E
 from endstate.evalstats import intervals as I
-
-
-def mean(values: Sequence[float], mult: Sequence[int] | None = None) -> float:
-    """The mean over tasks of per-row values, each row standing for `mult` tasks (None: one)."""
-    if mult is None:
-        return math.fsum(values) / len(values)
-    return math.fsum(map(mul, values, mult)) / sum(mult)
 
 
 def _pass1_parts(ns: Sequence[int], cs: Sequence[int], pooled: bool,
@@ -41,7 +34,7 @@ def _pass1_parts(ns: Sequence[int], cs: Sequence[int], pooled: bool,
         influence = [(c - value * n) / scale for n, c in zip(ns, cs)]
         weights = [n / N for n in ns]
     else:
-        value = mean(rates, mult)
+        value = E.mean(rates, mult)
         influence = [s - value for s in rates]
         weights = [1 / T] * len(ns)
     return value, influence, weights, I.floor_variance(rates, ns, pooled, mult)
@@ -84,7 +77,7 @@ def task_mean(values: Sequence[float], trials: Sequence[float],
     pass_at_1."""
     if not values:
         return None, None
-    m = mean(values, mult)
+    m = E.mean(values, mult)
     raw = I.population_variance([x - m for x in values], clusters, mult)
     return m, I.spread(raw, I.floor_variance(values, trials, False, mult))
 

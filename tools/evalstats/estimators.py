@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from operator import mul
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -35,8 +36,14 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return prod
 
 
-def mean(xs: Sequence[float]) -> float | None:
-    return math.fsum(xs) / len(xs) if xs else None
+def mean(xs: Sequence[float], mult: Sequence[int] | None = None) -> float | None:
+    """The mean over tasks of per-row values, each row standing for `mult` tasks (None: one
+    each); None without a row."""
+    if not xs:
+        return None
+    if mult is None:
+        return math.fsum(xs) / len(xs)
+    return math.fsum(map(mul, xs, mult)) / sum(mult)
 
 
 def sd(xs: Sequence[float]) -> float | None:

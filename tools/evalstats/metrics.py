@@ -113,7 +113,7 @@ def _at_k(ns: list[int], cs: list[int], ks: Sequence[int], labels,
         trials = [n / k for n in ns]
         for key, values in (("pass_at_k", [p for p, _ in pairs]),
                             ("pass_hat_k", [h for _, h in pairs])):
-            out[key][str(k)] = S.mean(values, mult)
+            out[key][str(k)] = E.mean(values, mult)
             out[f"{key}_ci95"][str(k)] = S.task_mean_interval(values, trials, labels, borrowed,
                                                               mult)
     return out
