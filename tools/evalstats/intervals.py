@@ -24,7 +24,7 @@ df}; a difference gets estimate ± t·√V'. See docs/evalstats.md.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from functools import cache
 from itertools import repeat
 from operator import mul, truediv
@@ -89,22 +89,16 @@ def floor_variance(values: Sequence[float], trials: Sequence[float], pooled: boo
     """V₀: the binomial variance at the Jeffreys-smoothed rate over all trials, of the task mean
     (mean(1/m_i)/T) or of the pooled rate (1/Σm). `mult` as in population_variance."""
     p = smoothed_rate(values, trials, mult)
-    if mult is None:
-        T, per_trial = len(values), sum(map(truediv, repeat(1.0), trials))
-    else:
-        T, per_trial = sum(mult), sum(map(truediv, mult, trials))
     if pooled:
         return p * (1 - p) / task_sum(trials, mult)
-    return p * (1 - p) * per_trial / (T * T)
+    T = task_count(values, mult)
+    return p * (1 - p) * task_sum(map(truediv, repeat(1.0), trials), mult) / (T * T)
 
 
 def smoothed_rate(values: Sequence[float], trials: Sequence[float],
                   mult: Sequence[int] | None = None) -> float:
     """(Σx_i·m_i + ½)/(Σm_i + 1); plain sums: a floor needs no last-bit exactness."""
-    successes = map(mul, values, trials)
-    if mult is not None:
-        successes = map(mul, successes, mult)
-    return (sum(successes) + 0.5) / (task_sum(trials, mult) + 1.0)
+    return (task_sum(map(mul, values, trials), mult) + 0.5) / (task_sum(trials, mult) + 1.0)
 
 
 def task_count(rows: Sequence, mult: Sequence[int] | None) -> int:
@@ -112,7 +106,7 @@ def task_count(rows: Sequence, mult: Sequence[int] | None) -> int:
     return len(rows) if mult is None else sum(mult)
 
 
-def task_sum(values: Sequence[float], mult: Sequence[int] | None) -> float:
+def task_sum(values: Iterable[float], mult: Sequence[int] | None) -> float:
     """Σ over the tasks of per-row values, each row standing for `mult` tasks (None: one)."""
     return sum(values) if mult is None else sum(map(mul, values, mult))
 

@@ -102,7 +102,7 @@ class Tally:
                 sum(map(int.bit_count, map(_seen, cells.values()))) == \
                 sum(map(_clean, cells.values())):
             return []  # a cell per (task, policy), a distinct attempt bit per clean record: in C
-        units = repeated_tasks((((k[0], k[1]), c.seen, c.attempts) for k, c in self.cells.items()),
+        units = repeated_tasks((((k[0], k[1]), c.seen, c.attempts) for k, c in cells.items()),
                                (((t, p), a) for t, p, a in self.wide))
         return sorted({task_id for task_id, _ in units})
 
