@@ -394,6 +394,23 @@ def test_sandboxes_past_the_seats_take_turns_and_keep_their_state(shop, monkeypa
     assert len(shop.seed_connections[(os.getpid(), "seats")]) == 2
 
 
+def test_a_seat_hands_over_only_its_episodes_rows_and_diffs_them_against_the_init(shop, monkeypatch):
+    """The change log is emptied at a seat's base (seats.mark_base): what a hand-over reads is the
+    episode's own writes, never the init's rows, and a row the init wrote is diffed against the
+    init's state, not the seed's."""
+    monkeypatch.setattr(seats, "SEATS", 1)
+    init = {"items": [{"id": "I1", "name": "from init", "qty": 5}, {"id": "N9", "name": "new", "qty": 1}]}
+    a, b = Sandbox(shop, init), Sandbox(shop, init)
+    assert a.call("set_qty", {"item_id": "N9", "qty": 2}).ok
+    assert [(r.table.name, r.key, r.before["qty"]) for r in touched(a.seat.conn, shop.tables)] == \
+        [("items", ("N9",), 1)]
+    assert b.call("set_qty", {"item_id": "I1", "qty": 7}).ok  # the one seat: a's rows written down
+    assert a.seat is None and query(a, "value", "SELECT qty FROM items WHERE id = 'N9'") == 2
+    assert query(a, "value", "SELECT name FROM items WHERE id = 'I1'") == "from init"
+    assert a.changes() == {"items": {"updated": [{"key": {"id": "N9"}, "before": {"qty": 1}, "after": {"qty": 2}}]}}
+    assert b.changes() == {"items": {"updated": [{"key": {"id": "I1"}, "before": {"qty": 5}, "after": {"qty": 7}}]}}
+
+
 def test_a_schema_with_its_own_triggers_is_refused(tmp_path):
     d = make_domain(tmp_path)
     (d / "schema.sql").write_text(SCHEMA + "\nCREATE TRIGGER touch AFTER UPDATE ON items "

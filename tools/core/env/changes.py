@@ -79,22 +79,26 @@ def upsert(conn: sqlite3.Connection, t: Table, row: Row) -> None:
                             f"{e}; a new row needs every required column") from None
 
 
-def touched(conn: sqlite3.Connection, tables: dict[str, Table]) -> list[Touched]:
-    """Every row touched since the transaction began: its first saved state and its state now."""
-    found = conn.execute(" UNION ALL ".join(
-        f"SELECT {i} FROM (SELECT 1 FROM \"{shadow(name)}\" LIMIT 1)"
-        for i, name in enumerate(tables))).fetchall()
+def logged(conn: sqlite3.Connection, tables: dict[str, Table]) -> list[Table]:
+    """The tables whose change log holds rows, in one statement."""
+    found = conn.execute(_logged_sql(tuple(tables))).fetchall()
     in_order = list(tables.values())
+    return [in_order[i] for (i,) in found]
+
+
+def touched(conn: sqlite3.Connection, tables: dict[str, Table]) -> list[Touched]:
+    """Every row touched since the change log was last emptied (the transaction's start, or the
+    seat's base): its first saved state and its state now, read in one statement per table."""
     out: list[Touched] = []
-    for t in (in_order[i] for (i,) in found):
+    for t in logged(conn, tables):
         key_idx = [t.columns.index(c) for c in t.key]
-        for *values, existed in conn.execute(
-                f'SELECT {_cols(t.columns)}, "{LOG_PREFIX}existed" FROM "{shadow(t.name)}"'
-        ).fetchall():
-            key_values = tuple(values[i] for i in key_idx)
-            rowid, now = _current(conn, t, key_values)
-            out.append(Touched(t, key_values, dict(zip(t.columns, values)) if existed else None,
-                               now, rowid))
+        width = len(t.columns)
+        for row in conn.execute(_touched_sql(t)).fetchall():
+            before, existed, rowid, present, now = (row[:width], row[width], row[width + 1],
+                                                    row[width + 2], row[width + 3:])
+            out.append(Touched(t, tuple(before[i] for i in key_idx),
+                               dict(zip(t.columns, before)) if existed else None,
+                               dict(zip(t.columns, now)) if present else None, rowid))
     return out
 
 
@@ -110,6 +114,25 @@ def _current(conn: sqlite3.Connection, t: Table, key_values) -> tuple[int | None
 def _select_sql(t: Table) -> str:
     return (f'SELECT {"rowid, " if t.rowid else "NULL, "}{_cols(t.columns)} '
             f'FROM "{t.name}" WHERE {_where(t.key)}')
+
+
+@cache
+def _logged_sql(names: tuple[str, ...]) -> str:
+    return " UNION ALL ".join(f'SELECT {i} FROM (SELECT 1 FROM "{shadow(name)}" LIMIT 1)'
+                              for i, name in enumerate(names))
+
+
+@cache
+def _touched_sql(t: Table) -> str:
+    """The change log of `t` beside each row's state now: (saved columns, existed, rowid now,
+    present now, columns now), in the order the rows were first touched."""
+    on = " AND ".join(f'n."{c}" IS s."{c}"' for c in t.key)
+    # a WITHOUT ROWID table's key columns are NOT NULL: a key column is null only for a missing row
+    present = "n.rowid IS NOT NULL" if t.rowid else f'n."{t.key[0]}" IS NOT NULL'
+    saved, now = (", ".join(f'{ref}."{c}"' for c in t.columns) for ref in ("s", "n"))
+    return (f'SELECT {saved}, s."{LOG_PREFIX}existed", {"n.rowid" if t.rowid else "NULL"}, '
+            f'{present}, {now} FROM "{shadow(t.name)}" AS s LEFT JOIN "{t.name}" AS n ON {on} '
+            "ORDER BY s.rowid")
 
 
 @cache

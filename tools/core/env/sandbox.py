@@ -104,7 +104,7 @@ def init_state(domain: Domain, init: Mapping[str, list[Row]] | None) -> InitStat
             for row in rows:
                 upsert(seat.conn, t, row)
         written = touched(seat.conn, domain.tables)
-        seats.mark_base(seat, key)
+        seats.mark_base(seat, key, domain.tables)
     except BaseException:
         seats.restart(seat)  # half an init: back on the bare seed, no base
         raise
@@ -169,8 +169,9 @@ class Sandbox:
         if unknown:
             raise EndstateError(f"task allows unknown tool(s) {sorted(unknown)} in domain {domain.name}")
         self.init = init_state(domain, init)
-        self._diff: Changes = {}
-        self._replay: Replay = []  # what puts the diff back on a seat at the init's base
+        self._touched: list[Touched] = []  # the rows this episode wrote, as last read
+        self._diff: Changes | None = {}  # their diff against seed + init (None: not made yet)
+        self._replay: Replay = []  # what puts those rows back on a seat at the init's base
         self._stale = False  # the seat holds writes the diff above does not have yet
         self.seat: Seat | None = None
 
@@ -188,7 +189,7 @@ class Sandbox:
                 self.seat = seat
                 try:
                     if seat.base != self.init.key:
-                        seats.rebase(seat, self.init.key, self.init.replay)
+                        seats.rebase(seat, self.init.key, self.init.replay, self.tables)
                     for sql, rows in self._replay:
                         seat.conn.executemany(sql, rows)
                 except BaseException:
@@ -200,10 +201,11 @@ class Sandbox:
             seat.busy = False
 
     def _read_diff(self, conn: sqlite3.Connection) -> None:
-        """Take the diff from the change log (init's rows are there too, under the base)."""
-        rows = touched(conn, self.tables)
-        self._diff = diff(rows, self.init.rows)
-        self._replay = compile_replay(_in_diff(rows, self._diff))
+        """Take the rows this episode wrote from the change log (it holds nothing from below the
+        base) and what replays them; their diff is made only when asked for (changes)."""
+        self._touched = touched(conn, self.tables)
+        self._replay = compile_replay(self._touched)
+        self._diff = None
         self._stale = False
 
     def let_go(self, seat: Seat) -> bool:
@@ -211,7 +213,7 @@ class Sandbox:
         past PIN_ROWS (then the seat stays pinned to this sandbox)."""
         if self._stale:
             self._read_diff(seat.conn)
-        if self._diff and row_count(self.init.changes) + row_count(self._diff) > PIN_ROWS:
+        if self._touched and row_count(self.init.changes) + len(self._touched) > PIN_ROWS:
             seat.pinned = True
             return False
         self.seat = None
@@ -252,6 +254,8 @@ class Sandbox:
         if self._stale:
             with self._state() as seat:  # still this sandbox's: a taken seat is never stale
                 self._read_diff(seat.conn)
+        if self._diff is None:
+            self._diff = diff(self._touched, self.init.rows)
         return self._diff
 
     def apply_changes(self, changes: Changes) -> None:
@@ -306,9 +310,3 @@ class Sandbox:
     def __exit__(self, *exc) -> None:
         self.close()
 
-
-def _in_diff(rows: list[Touched], changes: Changes) -> list[Touched]:
-    """The touched rows the diff names: the others are as the init left them."""
-    keys = {(name, tuple(e["key"].values()))
-            for name, entry in changes.items() for entries in entry.values() for e in entries}
-    return [r for r in rows if (r.table.name, r.key) in keys]

@@ -32,7 +32,8 @@ from endstate.core.env.authorizers import (
     read_only_authorizer,
     tools_authorizer,
 )
-from endstate.core.env.domain import LOG_PREFIX, Domain
+from endstate.core.env.changes import logged
+from endstate.core.env.domain import LOG_PREFIX, Domain, Table, shadow
 from endstate.core.errors import EndstateError
 
 SEATS = 4  # per process and domain: each is a copy of the seed (5 MB for retail)
@@ -162,18 +163,23 @@ def restart(seat: Seat) -> None:
     own(seat.conn, BEGIN)
 
 
-def mark_base(seat: Seat, base: bytes) -> None:
-    """What the seat holds now is `base` (a task's init): its owners' writes roll back to here."""
+def mark_base(seat: Seat, base: bytes, tables: dict[str, Table]) -> None:
+    """What the seat holds now is `base` (a task's init): its owners' writes roll back to here.
+    The change log is emptied first, so that it holds an owner's writes only: reading a diff
+    (every hand-over of a seat) then reads the rows the episode touched, not the init's too."""
+    for t in logged(seat.conn, tables):
+        own(seat.conn, f'DELETE FROM "{shadow(t.name)}"{MARK}')
     own(seat.conn, SAVE_BASE)
     seat.base = base
 
 
-def rebase(seat: Seat, base: bytes, replay: list[tuple[str, list[list[Any]]]]) -> None:
+def rebase(seat: Seat, base: bytes, replay: list[tuple[str, list[list[Any]]]],
+           tables: dict[str, Table]) -> None:
     """Put `seat` on the seed with `replay` (a task's init) applied and the base savepoint after it."""
     restart(seat)
     for sql, rows in replay:
         seat.conn.executemany(sql, rows)
-    mark_base(seat, base)
+    mark_base(seat, base, tables)
 
 
 def give_back(domain: Domain, seat: Seat) -> None:
