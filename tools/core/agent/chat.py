@@ -5,6 +5,7 @@ returns, and re-reads the text itself when the server has no tool parser."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import msgspec
@@ -58,7 +59,10 @@ def endpoint_view(message: Message) -> dict[str, Any]:
 @dataclass
 class ChatSession:
     """Stateless on the wire: every call sends the conversation so far, rendered from the
-    episode's transcript, with the few-shot turns after the system prompt (tools are native)."""
+    episode's transcript, with the few-shot turns after the system prompt (tools are native).
+    Each message is serialized once, when it first goes out: a request body is the bytes sent
+    last time plus the new messages' (with hundreds of episodes in flight, re-encoding whole
+    conversations was a tenth of rollout's CPU). `request_body` is the reference."""
 
     endpoints: Endpoints
     model: str
@@ -70,9 +74,33 @@ class ChatSession:
     max_context: int | None = None
     transcript: list[Message] = field(default_factory=list)
     context_used: int = 0  # the last call's prompt + completion tokens, as the endpoint counted
+    _sent: bytearray = field(default_factory=bytearray)  # the body's opening and messages so far
+    _rendered: int = 0  # transcript messages in _sent
+    _tail: bytes = b""  # what follows the messages
 
     def begin(self, transcript: list[Message]) -> None:
         self.transcript = transcript
+        head = orjson.dumps(_present({"model": self.model,
+                                      "messages": [endpoint_view(transcript[0]), *self.shots]}))
+        self._sent = bytearray(head[:-2])  # up to the last message, without "]}"
+        self._rendered = 1
+        tail = orjson.dumps(_present({"tools": self.tool_specs or None,
+                                      **self.sampling.request_fields(), "seed": self.seed}))
+        self._tail = b"]" + (b"," + tail[1:] if len(tail) > 2 else b"}")
+
+    def request_body(self) -> dict[str, Any]:
+        """The request as a dict: what the bytes of `_body` encode (top-level nulls left out, as
+        Endpoints.post leaves them out)."""
+        return _present({"model": self.model, "messages": [
+            endpoint_view(self.transcript[0]), *self.shots, *map(endpoint_view, self.transcript[1:])],
+            "tools": self.tool_specs or None, **self.sampling.request_fields(), "seed": self.seed})
+
+    def _body(self) -> bytes:
+        for message in self.transcript[self._rendered:]:
+            self._sent += b","
+            self._sent += orjson.dumps(endpoint_view(message))
+        self._rendered = len(self.transcript)
+        return bytes(self._sent) + self._tail
 
     async def act(self) -> Turn:
         # The endpoint tokenizes, so the next prompt's length is known only after the call: it is
@@ -81,13 +109,9 @@ class ChatSession:
         if self.max_context is not None and self.context_used + new > self.max_context:
             raise ContextOverflow(f"the last call used {self.context_used} tokens, + {new} new "
                                   f"would exceed --max-context {self.max_context}")
-        messages = [endpoint_view(self.transcript[0]), *self.shots,
-                    *map(endpoint_view, self.transcript[1:])]
-        response = await self.endpoints.post("/chat/completions", {
-            "model": self.model, "messages": messages, "tools": self.tool_specs or None,
-            **self.sampling.request_fields(), "seed": self.seed})
+        response = await self.endpoints.post("/chat/completions", self._body())
         message = chat_message(response)
-        params = parameters(self.tool_specs)
+        params = self._params
         calls, errors = native_calls(message, params)
         reasoning = message.get("reasoning_content") or message.get("reasoning")
         reasoning = reasoning if isinstance(reasoning, str) else None
@@ -102,8 +126,16 @@ class ChatSession:
         self.context_used = usage.prompt_tokens + usage.completion_tokens
         return Turn(parsed, content, usage)
 
+    @cached_property
+    def _params(self) -> dict[str, dict[str, Any]]:
+        return parameters(self.tool_specs)
+
     def observe(self, new: list[Message]) -> None:
         """Nothing to keep: the next request is rendered from the transcript itself."""
+
+
+def _present(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if v is not None}
 
 
 @dataclass

@@ -105,13 +105,15 @@ class Endpoints:
             self._http.close()
         self._http = self._loop = None
 
-    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def post(self, path: str, body: dict[str, Any] | bytes) -> dict[str, Any]:
         """POST `body` as JSON to `path` (e.g. "/chat/completions"): the decoded JSON answer.
-        Top-level keys set to None are left out (the server's default; `--seed none`).
+        Top-level keys set to None are left out (the server's default; `--seed none`); bytes are
+        sent as they are (a body its caller encoded).
         Retries what retrying can help (timeouts, resets, 5xx, 429) with jittered exponential
         backoff; past the bound, EndpointFailure. Other HTTP errors stop the run: they mean the
         request or its configuration is wrong (URL, key, model name)."""
-        content = orjson.dumps({k: v for k, v in body.items() if v is not None})
+        content = body if isinstance(body, bytes) else orjson.dumps(
+            {k: v for k, v in body.items() if v is not None})
         start = next(self._next)
         for attempt in range(self.retry.attempts):
             url = self.urls[(start + attempt) % len(self.urls)] + path

@@ -1,0 +1,62 @@
+"""The chat backend encodes each message once and sends the bytes of the conversation so far
+(agent/chat.py): every request must be exactly the JSON of the whole request, re-encoded from the
+transcript, whatever the messages, sampling fields and seed."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+
+from endstate.core.agent.backends import FewShot
+from endstate.core.agent.chat import ChatSession, shot_views
+from endstate.core.agent.sampling import Sampling
+from endstate.core.records.structs import (
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
+
+TOOLS = [{"type": "function", "function": {"name": "get_order", "description": "Look an order up.",
+                                           "parameters": {"type": "object", "properties": {
+                                               "order_id": {"type": "string"}}}}}]
+
+
+class Recorder:
+    """Stands in for core.wire.endpoints.Endpoints (the HTTP is tested in test_http.py): keeps
+    each body it is given and answers with the next scripted chat message."""
+
+    def __init__(self, answers):
+        self.bodies, self.answers = [], list(answers)
+
+    async def post(self, path, body):
+        self.bodies.append(body)
+        return {"choices": [{"message": self.answers.pop(0)}], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
+
+
+@pytest.mark.parametrize("sampling,seed,tools,shots", [
+    (Sampling(), 0, TOOLS, []),
+    (Sampling(temperature=0.3, top_k=5, stop=["</s>"], extra_body={"chat_template_kwargs": {"x": 1}}),
+     None, [], [FewShot("Where is W1?", "get_order", {"order_id": "W1"}, {"status": "sent"}, "Sent.")]),
+])
+def test_each_request_is_the_json_of_the_whole_conversation(sampling, seed, tools, shots):
+    call = {"id": "x", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": "W\\u00e9\\"1"}'}}
+    endpoint = Recorder([{"content": None, "tool_calls": [call]}, {"content": "Done – \u2603 \"ok\"\n"}, {"content": ""}])
+    session = ChatSession(endpoint, "m", sampling, seed, tools, "Be kind.\n\u00e9", shot_views(shots))
+    transcript = [SystemMessage(session.system), UserMessage("Hi \U0001f600, order W\u00e91?")]
+    session.begin(transcript)
+    for n in range(3):
+        turn = asyncio.run(session.act())
+        assert endpoint.bodies[-1] == orjson.dumps(session.request_body())
+        said = turn.message(n)
+        transcript.append(said)
+        if said.tool_calls:
+            transcript.append(ToolMessage(said.tool_calls[0].id, "get_order", '{"status": "sent"}'))
+        else:
+            transcript.append(UserMessage("and the other \\ one?"))
+    body = orjson.loads(endpoint.bodies[-1])
+    assert [m["role"] for m in body["messages"]] == (
+        ["system"] + ["user", "assistant", "tool", "assistant"] * len(shots)
+        + ["user", "assistant", "tool", "assistant", "user"])
+    assert ("seed" in body) == (seed is not None) and ("tools" in body) == bool(tools)
