@@ -278,13 +278,13 @@ def state(episodes, which: StateOf, out_file, diff_db, force, task_files, domain
                                "EPISODES, --attempt and --episode-id do not apply")
     gold, initial, task_id = which.gold, which.initial, which.task_id
     out = output_path(out_file, force)
-    tasks = TaskIndex(domains, task_files)
     loc = episode = None
     if not which.of_task:
         loc, episode = pick_episode(read_jsonl(list(episodes), "episode", skip=skip),
                                     ", ".join(episodes) or "stdin", task_id, which.attempt,
                                     which.episode_id)
         task_id = episode["task_id"]
+    tasks = TaskIndex(domains, task_files)  # after the episode: reading every suite takes ~1 s
     task = tasks.get(task_id)
     if task is None:
         raise EndstateError(tasks.unknown(task_id))
