@@ -60,3 +60,23 @@ def test_each_request_is_the_json_of_the_whole_conversation(sampling, seed, tool
         ["system"] + ["user", "assistant", "tool", "assistant"] * len(shots)
         + ["user", "assistant", "tool", "assistant", "user"])
     assert ("seed" in body) == (seed is not None) and ("tools" in body) == bool(tools)
+
+
+def test_sessions_of_a_backend_share_its_encoded_opening_and_tail_per_tool_set():
+    """ChatBackend.open hands each session the opening (system prompt, few-shot turns) and the tail
+    (tools, sampling, seed) it encoded once per domain and per set of allowed tools."""
+    from endstate.core.agent.chat import ChatBackend
+    from endstate.core.env.domain import Domains
+
+    domain = Domains()["retail"]
+    specs = [t.schema for t in domain.tools.values()]
+    endpoint = Recorder([{"content": "ok"}] * 3)
+    backend = ChatBackend(endpoint, "m", Sampling(top_k=3), seed=7)
+    for allowed in (specs, specs[:2], specs):
+        session = backend.open(domain, allowed)
+        session.begin([SystemMessage(session.system), UserMessage("Hi")])
+        asyncio.run(session.act())
+        assert endpoint.bodies[-1] == orjson.dumps(session.request_body())
+        assert [t["function"]["name"] for t in orjson.loads(endpoint.bodies[-1])["tools"]] == \
+            [s["function"]["name"] for s in allowed]
+    assert len(backend._tails) == 2 and len(backend._openings) == 1

@@ -15,7 +15,7 @@ from endstate.core.agent.backends import FewShot, Turn, few_shot_of, parameters
 from endstate.core.agent.interpret import Parsed, parse, typed_call
 from endstate.core.agent.sampling import Sampling
 from endstate.core.env.domain import Domain
-from endstate.core.records.structs import AssistantMessage, Message, ToolCall
+from endstate.core.records.structs import AssistantMessage, Message, SystemMessage, ToolCall
 from endstate.core.wire.endpoints import ContextOverflow, Endpoints, chat_message, shown, usage_of
 
 
@@ -74,19 +74,20 @@ class ChatSession:
     max_context: int | None = None
     transcript: list[Message] = field(default_factory=list)
     context_used: int = 0  # the last call's prompt + completion tokens, as the endpoint counted
+    opening: bytes | None = None  # request_opening(...), when the backend has it made already
+    tail: bytes | None = None  # request_tail(...), likewise
     _sent: bytearray = field(default_factory=bytearray)  # the body's opening and messages so far
     _rendered: int = 0  # transcript messages in _sent
-    _tail: bytes = b""  # what follows the messages
 
     def begin(self, transcript: list[Message]) -> None:
+        """`transcript[0]` is SystemMessage(self.system), as the episode loop makes it."""
         self.transcript = transcript
-        head = orjson.dumps(_present({"model": self.model,
-                                      "messages": [endpoint_view(transcript[0]), *self.shots]}))
-        self._sent = bytearray(head[:-2])  # up to the last message, without "]}"
+        if self.opening is None:
+            self.opening = request_opening(self.model, self.system, self.shots)
+        if self.tail is None:
+            self.tail = request_tail(self.tool_specs, self.sampling, self.seed)
+        self._sent = bytearray(self.opening)
         self._rendered = 1
-        tail = orjson.dumps(_present({"tools": self.tool_specs or None,
-                                      **self.sampling.request_fields(), "seed": self.seed}))
-        self._tail = b"]" + (b"," + tail[1:] if len(tail) > 2 else b"}")
 
     def request_body(self) -> dict[str, Any]:
         """The request as a dict: what the bytes of `_body` encode (top-level nulls left out, as
@@ -100,7 +101,7 @@ class ChatSession:
             self._sent += b","
             self._sent += orjson.dumps(endpoint_view(message))
         self._rendered = len(self.transcript)
-        return bytes(self._sent) + self._tail
+        return bytes(self._sent) + self.tail
 
     async def act(self) -> Turn:
         # The endpoint tokenizes, so the next prompt's length is known only after the call: it is
@@ -138,6 +139,19 @@ def _present(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if v is not None}
 
 
+def request_opening(model: str, system: str, shots: list[dict[str, Any]]) -> bytes:
+    """A request body up to the last message before the conversation (the system prompt, the
+    few-shot turns), without its closing "]}"."""
+    return orjson.dumps(_present({"model": model,
+                                  "messages": [endpoint_view(SystemMessage(system)), *shots]}))[:-2]
+
+
+def request_tail(tool_specs: list[dict[str, Any]], sampling: Sampling, seed: int | None) -> bytes:
+    """What follows a request's messages: "]", the tools, the sampling fields and the seed."""
+    tail = orjson.dumps(_present({"tools": tool_specs or None, **sampling.request_fields(), "seed": seed}))
+    return b"]" + (b"," + tail[1:] if len(tail) > 2 else b"}")
+
+
 @dataclass
 class ChatBackend:
     endpoints: Endpoints
@@ -147,6 +161,8 @@ class ChatBackend:
     few_shot: bool = True
     max_context: int | None = None
     _shots: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict, repr=False)
+    _openings: dict[tuple[str, str], bytes] = field(default_factory=dict, repr=False)
+    _tails: dict[tuple[str, ...], bytes] = field(default_factory=dict, repr=False)
 
     def close(self) -> None:
         self.endpoints.close()
@@ -156,8 +172,14 @@ class ChatBackend:
         shots = self._shots.get(key)
         if shots is None:  # rendered once per domain, not once per episode
             shots = self._shots[key] = shot_views(few_shot_of(domain)) if self.few_shot else []
+            self._openings[key] = request_opening(self.model, domain.policy, shots)
+        tools = (*key, *(s["function"]["name"] for s in tool_specs))  # a task may allow fewer
+        tail = self._tails.get(tools)
+        if tail is None:
+            tail = self._tails[tools] = request_tail(tool_specs, self.sampling, self.seed)
         return ChatSession(self.endpoints, self.model, self.sampling, self.seed, tool_specs,
-                           domain.policy, shots, self.max_context)
+                           domain.policy, shots, self.max_context, opening=self._openings[key],
+                           tail=tail)
 
 
 def shot_views(examples: list[FewShot]) -> list[dict[str, Any]]:

@@ -179,8 +179,8 @@ class HttpClient:
         if t.scheme == "https":
             self._tls = self._tls or ssl.create_default_context()
             tls = self._tls
-        _, conn = await asyncio.wait_for(
-            loop.create_connection(_Connection, t.host, t.port, ssl=tls), self.timeout)
+        async with asyncio.timeout(self.timeout):  # not wait_for: that costs a task per connection
+            _, conn = await loop.create_connection(_Connection, t.host, t.port, ssl=tls)
         return conn
 
     async def _exchange(self, conn: _Connection, request: bytes, idle: list[_Connection]) -> tuple[int, bytes]:
