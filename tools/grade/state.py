@@ -20,15 +20,18 @@ import sqlite3
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from endstate.core.env.changes import Changes
 from endstate.core.env.domain import Domain, Table, remove_change_log
 from endstate.core.env.sandbox import Sandbox
 from endstate.core.errors import EndstateError
 from endstate.core.records.jsonl import Loc
+
+# sqlite_utils is imported where a state is written: it imports pandas where that is installed
+# (~0.5 s that every `grade` paid at start)
+if TYPE_CHECKING:
+    import sqlite_utils
 
 CHANGED_PREFIX = "_changed_"
 SHOWN = 5  # ids and locations named in an error message
@@ -104,6 +107,8 @@ def write_state(domain: Domain, init: dict[str, Any] | None, changes: Changes, o
             with sandbox:
                 sandbox.copy_to(dest)
             remove_change_log(dest)
+            import sqlite_utils
+
             db = sqlite_utils.Database(dest)
             if diff_tables:
                 add_changed_tables(db, domain, changes)

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from endstate import DOMAINS_DIR
+from endstate import DOMAINS_DIR, cache_dir
 from endstate.core.env.tools import Tool
 from endstate.core.errors import EndstateError
 
@@ -32,12 +32,6 @@ SEED_FORMAT = "2"  # bump when the cached seed layout (change-log tables) change
 DEFAULT_NOW = "2026-01-15T12:00:00"
 LOG_PREFIX = "_endstate_"
 REQUIRED_FILES = ("schema.sql", "seed.py", "tools.py")
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("ENDSTATE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "endstate")
-    return Path(base)
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,7 @@ def _dict_records(name, lines, first_line, kind, skip, with_loc) -> Iterator[Any
                 continue  # blank line (orjson rejects empty input)
             fail(Loc(name, lineno), _not_json(e), skip)
             continue
-        if (accept(raw) if accept else type(record) is dict) or _judge(name, lineno, kind, record, skip):
+        if (accept(raw) if accept else type(record) is dict) or _judge(name, lineno, kind, record, skip, raw):
             yield (new_loc(Loc, (name, lineno)), record) if with_loc else record
 
 
@@ -129,7 +129,7 @@ def _struct_records(name, lines, first_line, kind, skip, struct) -> Iterator[Any
                 if raw.strip():
                     fail(Loc(name, lineno), _not_json(e), skip)
                 continue
-            if not _judge(name, lineno, kind, record, skip):
+            if not _judge(name, lineno, kind, record, skip, raw):
                 continue
             try:
                 record = schemas.as_struct(record, struct)
@@ -144,13 +144,16 @@ def _not_json(error: Exception) -> str:
     return f"not valid JSON ({error}); each line must be one JSON object"
 
 
-def _judge(name: str, lineno: int, kind: str | None, record: Any, skip: SkipLog | None) -> bool:
+def _judge(name: str, lineno: int, kind: str | None, record: Any, skip: SkipLog | None,
+           raw: bytes) -> bool:
     """The slow verdict on a parsed line the fast path did not accept: True if valid, else report."""
     if not isinstance(record, dict):
         message = f"expected a JSON object, got {type(record).__name__}"
     else:
         message = schemas.problem(kind, record) if kind else None
         if message is None:
+            if kind:
+                schemas.judged_valid(kind, raw)
             return True
     fail(Loc(name, lineno), message, skip)
     return False

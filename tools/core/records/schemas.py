@@ -4,7 +4,8 @@ jsonschema is authoritative but costs ~10 µs a record and ~0.1 s to import, so 
 have a msgspec Struct (records.structs, `record_struct`) that decodes and validates a raw line in
 C and accepts only records that are certainly valid; anything it rejects goes to jsonschema for
 the verdict and the message. Soundness (Struct accepts implies schema-valid) is a property test:
-tests/test_fastcheck.py.
+tests/test_fastcheck.py. Tasks, read again and again, are remembered instead once jsonschema has
+found a line valid (records.verdicts).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import msgspec
 import orjson
 
 from endstate import SCHEMA_DIR
+from endstate.core.records import verdicts
 from endstate.core.records.structs import Attempt, Episode, GradedEpisode
 
 if TYPE_CHECKING:
@@ -162,9 +164,18 @@ def _never(raw: bytes) -> bool:
     return False
 
 
+def judged_valid(kind: str, raw: bytes) -> None:
+    """jsonschema found the line `raw` a valid `kind` record: remembered where kinds are
+    (records.verdicts), so the same bytes skip it next time."""
+    if kind in verdicts.KINDS:
+        verdicts.of(kind).add(raw)
+
+
 @cache
 def fast_check(kind: str) -> Callable[[bytes], bool]:
     """The precheck of `kind` on a raw line: True means valid; False means "ask jsonschema"."""
+    if kind in verdicts.KINDS:
+        return verdicts.of(kind).known
     struct = _STRUCTS.get(kind)
     if struct is None:
         return _never
