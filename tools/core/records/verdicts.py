@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
-import tempfile
 from functools import cache
 from importlib.util import find_spec
 
@@ -70,6 +69,8 @@ class Verdicts:
         merged = self._read() | self.added
         if len(merged) > _MAX_LINES:
             merged = self.added
+        import tempfile  # here: ~5 ms of every tool's start otherwise
+
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name)
