@@ -18,6 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from endstate import cache_dir
 from endstate.core.agent import prompting
 from endstate.core.agent.sampling import (
     Penalties,
@@ -26,7 +27,6 @@ from endstate.core.agent.sampling import (
     processed_logits,
     stop_end,
 )
-from endstate.core.env.domain import cache_dir
 from endstate.core.errors import EndstateError
 
 EMBEDDED = "embedded"

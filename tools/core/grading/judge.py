@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from endstate.core.env.domain import cache_dir
+from endstate import cache_dir
 from endstate.core.errors import ConfigurationError
 from endstate.core.records.structs import Usage
 from endstate.core.wire.endpoints import (
