@@ -10,17 +10,26 @@ import orjson
 import pytest
 
 from endstate.core.agent.backends import FewShot
-from endstate.core.agent.chat import ChatSession, shot_views
+from endstate.core.agent.chat import ChatSession, endpoint_view, shot_views
 from endstate.core.agent.sampling import Sampling
 from endstate.core.records.structs import (
     SystemMessage,
     ToolMessage,
     UserMessage,
 )
+from endstate.core.wire.endpoints import without_nulls
 
 TOOLS = [{"type": "function", "function": {"name": "get_order", "description": "Look an order up.",
                                            "parameters": {"type": "object", "properties": {
                                                "order_id": {"type": "string"}}}}}]
+
+
+def whole_request(session: ChatSession) -> dict:
+    """The reference: the request rebuilt from the whole transcript, as the backend sent it before
+    it encoded a message at a time (top-level nulls left out)."""
+    return without_nulls({"model": session.model, "messages": [
+        endpoint_view(session.transcript[0]), *session.shots, *map(endpoint_view, session.transcript[1:])],
+        "tools": session.tool_specs or None, **session.sampling.request_fields(), "seed": session.seed})
 
 
 class Recorder:
@@ -48,7 +57,7 @@ def test_each_request_is_the_json_of_the_whole_conversation(sampling, seed, tool
     session.begin(transcript)
     for n in range(3):
         turn = asyncio.run(session.act())
-        assert endpoint.bodies[-1] == orjson.dumps(session.request_body())
+        assert endpoint.bodies[-1] == orjson.dumps(whole_request(session))
         said = turn.message(n)
         transcript.append(said)
         if said.tool_calls:
@@ -76,7 +85,7 @@ def test_sessions_of_a_backend_share_its_encoded_opening_and_tail_per_tool_set()
         session = backend.open(domain, allowed)
         session.begin([SystemMessage(session.system), UserMessage("Hi")])
         asyncio.run(session.act())
-        assert endpoint.bodies[-1] == orjson.dumps(session.request_body())
+        assert endpoint.bodies[-1] == orjson.dumps(whole_request(session))
         assert [t["function"]["name"] for t in orjson.loads(endpoint.bodies[-1])["tools"]] == \
             [s["function"]["name"] for s in allowed]
     assert len(backend._tails) == 2 and len(backend._openings) == 1

@@ -16,7 +16,14 @@ from endstate.core.agent.interpret import Parsed, parse, typed_call
 from endstate.core.agent.sampling import Sampling
 from endstate.core.env.domain import Domain
 from endstate.core.records.structs import AssistantMessage, Message, SystemMessage, ToolCall
-from endstate.core.wire.endpoints import ContextOverflow, Endpoints, chat_message, shown, usage_of
+from endstate.core.wire.endpoints import (
+    ContextOverflow,
+    Endpoints,
+    chat_message,
+    shown,
+    usage_of,
+    without_nulls,
+)
 
 
 def native_calls(message: dict[str, Any], params: dict[str, dict[str, Any]]) -> tuple[list[ToolCall], list[str]]:
@@ -62,7 +69,8 @@ class ChatSession:
     episode's transcript, with the few-shot turns after the system prompt (tools are native).
     Each message is serialized once, when it first goes out: a request body is the bytes sent
     last time plus the new messages' (with hundreds of episodes in flight, re-encoding whole
-    conversations was a tenth of rollout's CPU). `request_body` is the reference."""
+    conversations was a tenth of rollout's CPU); tests/test_chat_body.py holds every request to
+    the encoding of the whole conversation."""
 
     endpoints: Endpoints
     model: str
@@ -88,13 +96,6 @@ class ChatSession:
             self.tail = request_tail(self.tool_specs, self.sampling, self.seed)
         self._sent = bytearray(self.opening)
         self._rendered = 1
-
-    def request_body(self) -> dict[str, Any]:
-        """The request as a dict: what the bytes of `_body` encode (top-level nulls left out, as
-        Endpoints.post leaves them out)."""
-        return _present({"model": self.model, "messages": [
-            endpoint_view(self.transcript[0]), *self.shots, *map(endpoint_view, self.transcript[1:])],
-            "tools": self.tool_specs or None, **self.sampling.request_fields(), "seed": self.seed})
 
     def _body(self) -> bytes:
         for message in self.transcript[self._rendered:]:
@@ -135,20 +136,16 @@ class ChatSession:
         """Nothing to keep: the next request is rendered from the transcript itself."""
 
 
-def _present(body: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in body.items() if v is not None}
-
-
 def request_opening(model: str, system: str, shots: list[dict[str, Any]]) -> bytes:
     """A request body up to the last message before the conversation (the system prompt, the
     few-shot turns), without its closing "]}"."""
-    return orjson.dumps(_present({"model": model,
+    return orjson.dumps(without_nulls({"model": model,
                                   "messages": [endpoint_view(SystemMessage(system)), *shots]}))[:-2]
 
 
 def request_tail(tool_specs: list[dict[str, Any]], sampling: Sampling, seed: int | None) -> bytes:
     """What follows a request's messages: "]", the tools, the sampling fields and the seed."""
-    tail = orjson.dumps(_present({"tools": tool_specs or None, **sampling.request_fields(), "seed": seed}))
+    tail = orjson.dumps(without_nulls({"tools": tool_specs or None, **sampling.request_fields(), "seed": seed}))
     return b"]" + (b"," + tail[1:] if len(tail) > 2 else b"}")
 
 

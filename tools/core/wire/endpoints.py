@@ -68,6 +68,11 @@ def failure_kind(error: BaseException) -> str | None:
     return None
 
 
+def without_nulls(body: dict[str, Any]) -> dict[str, Any]:
+    """A request body with its top-level nulls left out: the server's default (`--seed none`)."""
+    return {k: v for k, v in body.items() if v is not None}
+
+
 CHECK_TIMEOUT_S = 30.0  # a start-up check (/v1/models, /tokenize) answers at once or not at all
 
 
@@ -112,8 +117,7 @@ class Endpoints:
         Retries what retrying can help (timeouts, resets, 5xx, 429) with jittered exponential
         backoff; past the bound, EndpointFailure. Other HTTP errors stop the run: they mean the
         request or its configuration is wrong (URL, key, model name)."""
-        content = body if isinstance(body, bytes) else orjson.dumps(
-            {k: v for k, v in body.items() if v is not None})
+        content = body if isinstance(body, bytes) else orjson.dumps(without_nulls(body))
         start = next(self._next)
         for attempt in range(self.retry.attempts):
             url = self.urls[(start + attempt) % len(self.urls)] + path
