@@ -246,6 +246,7 @@ def test_tool_failures_become_observations_and_leave_no_partial_writes(shop):
     "CREATE TABLE evil (x)",
     "DROP TABLE items",
     "DELETE FROM _endstate_before_items",
+    "INSERT INTO _endstate_quiet VALUES (1)",  # would hide the tool's writes from the change log
     "PRAGMA foreign_keys = OFF",
     "SELECT load_extension('x')",
 ])
@@ -409,6 +410,21 @@ def test_a_seat_hands_over_only_its_episodes_rows_and_diffs_them_against_the_ini
     assert query(a, "value", "SELECT name FROM items WHERE id = 'I1'") == "from init"
     assert a.changes() == {"items": {"updated": [{"key": {"id": "N9"}, "before": {"qty": 1}, "after": {"qty": 2}}]}}
     assert b.changes() == {"items": {"updated": [{"key": {"id": "I1"}, "before": {"qty": 5}, "after": {"qty": 7}}]}}
+
+
+def test_a_rebased_seat_logs_none_of_the_init_it_replays(shop, monkeypatch):
+    """seats.rebase replays an init it already knows with the change log quiet (domain.QUIET): at
+    the base the log is as empty as on the seed, and what it holds afterwards is the episode's."""
+    monkeypatch.setattr(seats, "SEATS", 1)
+    a = Sandbox(shop, {"items": [{"id": "I1", "name": "a's", "qty": 5}, {"id": "N9", "name": "new", "qty": 1}]})
+    b = Sandbox(shop, {"items": [{"id": "I2", "name": "b's", "qty": 6}]})  # the one seat: b's base now
+    assert a.call("set_qty", {"item_id": "N9", "qty": 2}).ok  # rebased onto a's init
+    assert b.call("get_item", {"item_id": "I2"}).ok  # onto b's: a's row written down
+    assert a.call("get_item", {"item_id": "I1"}).ok  # onto a's again, a's row replayed (logged)
+    assert [(r.table.name, r.key, r.before["qty"]) for r in touched(a.seat.conn, shop.tables)] == \
+        [("items", ("N9",), 1)]
+    assert a.changes() == {"items": {"updated": [{"key": {"id": "N9"}, "before": {"qty": 1}, "after": {"qty": 2}}]}}
+    assert b.changes() == {}
 
 
 def test_a_schema_with_its_own_triggers_is_refused(tmp_path):

@@ -28,9 +28,13 @@ from endstate import DOMAINS_DIR, cache_dir
 from endstate.core.env.tools import Tool
 from endstate.core.errors import EndstateError
 
-SEED_FORMAT = "2"  # bump when the cached seed layout (change-log tables) changes
+SEED_FORMAT = "3"  # bump when the cached seed layout (change-log tables) changes
 DEFAULT_NOW = "2026-01-15T12:00:00"
 LOG_PREFIX = "_endstate_"
+# While this table holds a row the change log records nothing: a seat replaying an init it knows
+# (seats.rebase) would otherwise log every row and then delete the log. Tools cannot write it
+# (authorizers: LOG_PREFIX tables are the sandbox's).
+QUIET = f"{LOG_PREFIX}quiet"
 REQUIRED_FILES = ("schema.sql", "seed.py", "tools.py")
 
 
@@ -208,6 +212,8 @@ def install_change_log(conn: sqlite3.Connection, tables: dict[str, Table]) -> No
     The diff at the end compares those saved states with the current rows; only touched rows are
     ever read, so the cost is proportional to what the agent changed, not to the database size.
     """
+    conn.execute(f'CREATE TABLE "{QUIET}" (on_ INTEGER)')
+    when = f'WHEN NOT EXISTS (SELECT 1 FROM "{QUIET}")'
     for t in tables.values():
         log = shadow(t.name)
         conn.execute(f'CREATE TABLE "{log}" ({_quoted(t.columns)}, "{LOG_PREFIX}existed" INTEGER, '
@@ -222,11 +228,11 @@ def install_change_log(conn: sqlite3.Connection, tables: dict[str, Table]) -> No
                     f'SELECT {values}, {existed} WHERE NOT EXISTS (SELECT 1 FROM "{log}" WHERE {first});')
 
         save_old, note_new = save("OLD", t.columns, 1), save("NEW", t.key, 0)
-        conn.execute(f'CREATE TRIGGER "{LOG_PREFIX}ins_{t.name}" AFTER INSERT ON "{t.name}" '
+        conn.execute(f'CREATE TRIGGER "{LOG_PREFIX}ins_{t.name}" AFTER INSERT ON "{t.name}" {when} '
                      f"BEGIN {note_new} END")
-        conn.execute(f'CREATE TRIGGER "{LOG_PREFIX}upd_{t.name}" AFTER UPDATE ON "{t.name}" '
+        conn.execute(f'CREATE TRIGGER "{LOG_PREFIX}upd_{t.name}" AFTER UPDATE ON "{t.name}" {when} '
                      f"BEGIN {save_old} {note_new} END")
-        conn.execute(f'CREATE TRIGGER "{LOG_PREFIX}del_{t.name}" AFTER DELETE ON "{t.name}" '
+        conn.execute(f'CREATE TRIGGER "{LOG_PREFIX}del_{t.name}" AFTER DELETE ON "{t.name}" {when} '
                      f"BEGIN {save_old} END")
 
 

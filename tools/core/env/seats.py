@@ -33,7 +33,7 @@ from endstate.core.env.authorizers import (
     tools_authorizer,
 )
 from endstate.core.env.changes import logged
-from endstate.core.env.domain import LOG_PREFIX, Domain, Table, shadow
+from endstate.core.env.domain import LOG_PREFIX, QUIET, Domain, Table, shadow
 from endstate.core.errors import EndstateError
 
 SEATS = 4  # per process and domain: each is a copy of the seed (5 MB for retail)
@@ -43,6 +43,7 @@ SAVE_BASE, TO_BASE = f"SAVEPOINT {_BASE}{MARK}", f"ROLLBACK TO {_BASE}{MARK}"
 _CALL = f"{LOG_PREFIX}call"  # the savepoint around each tool call
 SAVE_CALL, UNDO_CALL, END_CALL = (f"SAVEPOINT {_CALL}{MARK}", f"ROLLBACK TO {_CALL}{MARK}",
                                   f"RELEASE {_CALL}{MARK}")
+_QUIET_ON, _QUIET_OFF = f'INSERT INTO "{QUIET}" VALUES (1){MARK}', f'DELETE FROM "{QUIET}"{MARK}'
 # Grading SQL carries this mark: see Guard.
 READ_MARK = f"\n-- endstate read {secrets.token_hex(8)}"
 
@@ -175,11 +176,15 @@ def mark_base(seat: Seat, base: bytes, tables: dict[str, Table]) -> None:
 
 def rebase(seat: Seat, base: bytes, replay: list[tuple[str, list[list[Any]]]],
            tables: dict[str, Table]) -> None:
-    """Put `seat` on the seed with `replay` (a task's init) applied and the base savepoint after it."""
+    """Put `seat` on the seed with `replay` (a task's init) applied and the base savepoint after it.
+    The replay is not logged (QUIET), so the change log is as empty at the base as on the seed."""
     restart(seat)
+    own(seat.conn, _QUIET_ON)
     for sql, rows in replay:
         seat.conn.executemany(sql, rows)
-    mark_base(seat, base, tables)
+    own(seat.conn, _QUIET_OFF)
+    own(seat.conn, SAVE_BASE)
+    seat.base = base
 
 
 def give_back(domain: Domain, seat: Seat) -> None:
