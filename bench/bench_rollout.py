@@ -8,9 +8,17 @@ the tools, the bookkeeping) should hide inside the waits. Prints wall / ideal fo
 is <= 1.1x.
 
 Each timed run is a process that has been running a while, on tasks new to it: its domains are
-loaded (seeds read, tools imported, seats open) by a first run of *other* tasks of the same
-suites, while the timed tasks' inits are built inside the timed window, as a run pays them. The
-one-time load of the domains is timed apart and printed ("domains load").
+loaded (seeds read, tools imported) and, in the same event loop just before the window, a run of
+*other* tasks of the same suites with as many in flight has opened the seats and the keep-alive
+connections, as the episodes before them do in a long run; the timed tasks' inits are built inside
+the window, as a run pays them. The one-time load of the domains is timed apart ("domains load").
+With --procs 2 the forked workers open their own connections inside the window (a worker lives for
+one run), so those figures include a connect per episode in flight.
+
+Beside each --procs 1 figure, the floor of this box: the same number of episodes in flight, each
+making as many calls as its rollout episode did, but plain HTTP exchanges with the same double (a
+fixed request it answers after the latency) on kept connections: the client, the loopback TCP and
+the double, without endstate's episode. What rollout adds is the difference.
 
     .venv/bin/python bench/bench_rollout.py [--episodes 256 1024] [--latency 0.1] [--procs 1 2] [--profile out.prof]
 """
@@ -42,36 +50,140 @@ def bench_keys(episodes: int, per_domain: int = 16, skip: int = 0) -> list[dict]
     return tasks
 
 
+def _config(url: str, jobs: int, procs: int = 1):
+    from endstate.core.episode.config import RunConfig
+
+    return RunConfig(backend="chat", model="double", agent_urls=[url], jobs=jobs, procs=procs, timeout=30.0)
+
+
+def _keys(tasks_file: str, repeats: int, limit: int | None = None) -> list:
+    from endstate.core.episode.plan import load_tasks, plan
+
+    return plan(load_tasks([tasks_file], None), repeats, set())[:limit]
+
+
+class Window:
+    """The timed part of a run: its wall, this process's CPU (and its forked workers'), the
+    double's CPU, and with --profile a cProfile of this process."""
+
+    def __init__(self, double_pid: int, profile: str | None):
+        self.double_pid, self.profile = double_pid, profile
+
+    def __enter__(self) -> Window:
+        self.profiler = None
+        if self.profile:
+            import cProfile
+
+            self.profiler = cProfile.Profile()
+            self.profiler.enable()
+        self.double_cpu, self.cpu = cpu_seconds(self.double_pid), cpu_seconds_here()
+        self.wall = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.wall = time.perf_counter() - self.wall
+        self.cpu = cpu_seconds_here() - self.cpu
+        self.double_cpu = cpu_seconds(self.double_pid) - self.double_cpu
+        if self.profiler:
+            self.profiler.disable()
+            self.profiler.dump_stats(self.profile)
+
+
 def run(tasks_file: str, url: str, repeats: int, jobs: int, limit: int | None = None, procs: int = 1,
-        domains=None) -> tuple[float, float, list[dict]]:
-    """(wall, CPU of this process and its episode workers, episodes), on `domains` (new ones if
-    None: they load inside the timed window)."""
+        domains=None, window: Window | None = None) -> list:
+    """The episodes of a run as rollout makes it (run_episodes: a new event loop, and forked
+    workers with procs > 1), on `domains` (new ones if None), timed by `window` if given."""
+    from contextlib import nullcontext
+
     from endstate.core.env.domain import Domains
     from endstate.core.episode.backends import build_backend
-    from endstate.core.episode.config import RunConfig
-    from endstate.core.episode.plan import load_tasks, plan
     from endstate.core.episode.runtime import run_episodes
 
-    cfg = RunConfig(backend="chat", model="double", agent_urls=[url], jobs=jobs, procs=procs, timeout=30.0)
-    keys = plan(load_tasks([tasks_file], None), repeats, set())[:limit]
+    cfg = _config(url, jobs, procs)
+    keys = _keys(tasks_file, repeats, limit)
     backend, domains, episodes = build_backend(cfg), domains or Domains(), []
-    start, cpu = time.perf_counter(), cpu_seconds_here()
-    run_episodes(keys, cfg, domains, backend, lambda task, episode: episodes.append(episode))
-    return time.perf_counter() - start, cpu_seconds_here() - cpu, episodes
+    with window or nullcontext():
+        run_episodes(keys, cfg, domains, backend, lambda task, episode: episodes.append(episode))
+    return episodes
 
 
-def loaded_domains(warm_file: str, url: str) -> tuple[object, float]:
-    """New domains, loaded: seeds read, tables and tools read (timed: the second value), then the
-    seats opened by a run of the warm-up tasks with 64 in flight."""
+class _KeptOpen:
+    """The backend, lent to the warm-up run: run_all closes what it is given at its end, and the
+    timed run is to find the connections open."""
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    def open(self, *args):
+        return self.backend.open(*args)
+
+    def close(self) -> None:
+        pass
+
+
+def run_warm(tasks_file: str, warm_file: str, url: str, repeats: int, n: int, domains,
+             window: Window) -> list:
+    """The episodes of `n` in flight on one event loop (rollout's run_all), timed by `window` after
+    a run of the warm-up tasks with `n` in flight on the same loop and backend."""
+    import asyncio
+
+    from endstate.core.console.progress import Progress
+    from endstate.core.episode.backends import build_backend
+    from endstate.core.episode.runtime import run_all
+
+    cfg, episodes = _config(url, n), []
+    keys, warm = _keys(tasks_file, repeats, n), _keys(warm_file, -(-n // len(_keys(warm_file, 1))), n)
+    backend = build_backend(cfg)
+
+    async def both() -> None:
+        await run_all(warm, cfg, domains, _KeptOpen(backend), lambda *_: None, Progress(0, "", quiet=True))
+        with window:
+            await run_all(keys, cfg, domains, backend, lambda task, episode: episodes.append(episode),
+                          Progress(0, "", quiet=True))
+
+    asyncio.run(both())
+    return episodes
+
+
+def transport_floor(url: str, calls: list[int], latency: float) -> float:
+    """wall / ideal of plain HTTP exchanges with the double: len(calls) sequences in flight, the
+    i-th making calls[i] POSTs of one fixed request, on connections opened before the window."""
+    import asyncio
+
+    from endstate.core.wire.http import HttpClient
+
+    body = orjson.dumps({"model": "double", "messages": [
+        {"role": "system", "content": "The transport floor: no task."}, {"role": "user", "content": "hello"}]})
+    headers = {"Content-Type": "application/json"}
+    chat = url.rstrip("/") + "/chat/completions"
+
+    async def sequence(client: HttpClient, count: int) -> None:
+        for _ in range(count):
+            status, _ = await client.post(chat, body, headers)
+            assert status == 200, status
+
+    async def floor() -> float:
+        client = HttpClient(30.0)
+        try:
+            await asyncio.gather(*(sequence(client, 1) for _ in calls))  # the connections
+            start = time.perf_counter()
+            await asyncio.gather(*(sequence(client, c) for c in calls))
+            return time.perf_counter() - start
+        finally:
+            client.close()
+
+    return asyncio.run(floor()) / (max(calls) * latency)
+
+
+def loaded_domains(warm_file: str) -> tuple[object, float]:
+    """New domains, loaded: seeds read, tables and tools read (timed: the second value)."""
     from endstate.core.env.domain import Domains
 
     domains, start = Domains(), time.perf_counter()
     for name in {orjson.loads(line)["domain"] for line in Path(warm_file).read_bytes().splitlines()}:
         domain = domains[name]
         domain.seed(), domain.tables, domain.tools
-    load = time.perf_counter() - start
-    run(warm_file, url, 1, 64, domains=domains)
-    return domains, load
+    return domains, time.perf_counter() - start
 
 
 def cpu_seconds_here() -> float:
@@ -92,7 +204,7 @@ def main() -> None:
                     help="one timed run per value and --procs value, all of them in flight at once")
     ap.add_argument("--latency", type=float, default=0.1)
     ap.add_argument("--procs", type=int, nargs="+", default=[1, 2], help="one timed run per value")
-    ap.add_argument("--profile", help="write a cProfile of the timed run here (this process only)")
+    ap.add_argument("--profile", help="write a cProfile of the timed window here (this process only)")
     args = ap.parse_args()
 
     tasks, others = bench_keys(max(args.episodes)), bench_keys(0, skip=16)
@@ -118,28 +230,31 @@ def main() -> None:
 def timed(tasks_file: str, warm_file: str, url: str, repeats: int, n: int, procs: int,
           double_pid: int, args, tasks: int) -> None:
     """One timed run of `n` episodes in flight over `procs` processes, reported and recorded."""
-    domains, load = loaded_domains(warm_file, url)
-    if args.profile:
-        import cProfile
-
-        profiler = cProfile.Profile()
-        profiler.enable()
-    double_cpu = cpu_seconds(double_pid)
-    wall, cpu, episodes = run(tasks_file, url, repeats, n, n, procs, domains)
-    double_cpu = cpu_seconds(double_pid) - double_cpu
-    if args.profile:
-        profiler.disable()
-        profiler.dump_stats(args.profile)
-    ratio = report(episodes, wall, cpu, double_cpu, args.latency, tasks, -(-n // tasks), procs, load)
+    domains, load = loaded_domains(warm_file)
+    window = Window(double_pid, args.profile)
+    if procs > 1:
+        run(warm_file, url, 1, 64, domains=domains)  # the parent's seats; workers fork with them
+        episodes = run(tasks_file, url, repeats, n, n, procs, domains, window)
+    else:
+        episodes = run_warm(tasks_file, warm_file, url, repeats, n, domains, window)
+    ratio = report(episodes, window, args.latency, tasks, -(-n // tasks), procs, load)
+    if procs == 1:
+        print(f"floor               {transport_floor(url, model_calls(episodes), args.latency):.2f}x   "
+              "(plain HTTP with the double, as many calls per episode, kept connections)")
     record(f"rollout.wall_x_ideal.{n}.procs{procs}", ratio, "x", better="lower")
 
 
-def report(episodes: list, wall: float, cpu: float, double_cpu: float, latency: float,
-           tasks: int, repeats: int, procs: int, load: float) -> float:
-    """Print the run's figures; its wall / ideal."""
+def model_calls(episodes: list) -> list[int]:
     from endstate.core.records.structs import AssistantMessage
 
-    calls = [sum(isinstance(m, AssistantMessage) for m in e.messages) for e in episodes]
+    return [sum(isinstance(m, AssistantMessage) for m in e.messages) for e in episodes]
+
+
+def report(episodes: list, window: Window, latency: float, tasks: int, repeats: int, procs: int,
+           load: float) -> float:
+    """Print the run's figures; its wall / ideal."""
+    wall, cpu, double_cpu = window.wall, window.cpu, window.double_cpu
+    calls = model_calls(episodes)
     errors = sum(e.status != "ok" for e in episodes)
     ideal = max(calls) * latency
     per_episode = sorted(e.timing["total_s"] / (c * latency) for e, c in zip(episodes, calls))
@@ -156,7 +271,8 @@ def report(episodes: list, wall: float, cpu: float, double_cpu: float, latency: 
     print(f"CPU                 rollout {cpu:.2f} s ({cpu / sum(calls) * 1000:.2f} ms per call), "
           f"endpoint double {double_cpu:.2f} s")
     print(f"domains load        {load * 1000:.0f} ms before the timed window (seeds, tables, tools; "
-          "once per process), then a run of other tasks opens the seats")
+          "once per process), then a run of other tasks opens the seats"
+          + (" and connections" if procs == 1 else ""))
     print(f"throughput          {sum(calls) / wall:.0f} calls/s, {len(episodes) / wall * 60:.0f} episodes/min")
     return wall / ideal
 
