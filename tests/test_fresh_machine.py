@@ -77,6 +77,8 @@ def test_a_fresh_machine_runs_every_tool_with_records_only_on_stdout(tmp_path):
                    "--micro-batch", "1", *EPISODE)
     assert trained.stdout == ""
     assert "grpo: 1 step(s) in " in trained.stderr
+    # nothing compiled on the way (DeepSpeed's CPU shared-memory op: ~30 s and a compiler)
+    assert not (tmp_path / "home" / ".cache" / "torch_extensions").exists()
     records((tmp_path / "run" / "attempts.jsonl").read_text(), "attempt")
 
 

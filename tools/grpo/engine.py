@@ -49,10 +49,24 @@ def init_distributed(device: str) -> tuple[int, int]:
                             "deepspeed (after torch; or pip install 'endstate[train]')") from None
     import torch.distributed as dist
 
+    if device == "cpu":
+        _without_shm_op()
     if not dist.is_initialized():
         deepspeed.init_distributed(dist_backend="gloo" if device == "cpu" else "nccl",
                                    verbose=False)
     return dist.get_rank(), dist.get_world_size()
+
+
+def _without_shm_op() -> None:
+    """DeepSpeed's CPU backend compiles a shared-memory all-reduce op as it starts (C++, built
+    just in time: ~30 s and a compiler on a machine's first grpo run) that only its inference
+    all-reduce uses; training's collectives go through torch.distributed (gloo). Listed as not
+    compatible (deepspeed.ops.__compatible_ops__, what its loader asks), it is not built."""
+    import deepspeed.ops
+
+    compatible = getattr(deepspeed.ops, "__compatible_ops__", None)
+    if isinstance(compatible, dict):
+        compatible["deepspeed_shm_comm"] = False
 
 
 def leave_distributed(*engines) -> None:
