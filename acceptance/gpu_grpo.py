@@ -115,7 +115,8 @@ def time_update(argv: list[str]) -> None:
     import torch
 
     from endstate.grpo.batch import Sample
-    from endstate.grpo.engine import Policy, ds_config, init_distributed, resolve_ds_config
+    from endstate.grpo.distributed import init_distributed
+    from endstate.grpo.engine import Policy, ds_config, resolve_ds_config
     from endstate.grpo.objective import LossConfig
 
     gpu, peak = preflight_update(a.device)

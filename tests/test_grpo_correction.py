@@ -221,7 +221,8 @@ def test_deepspeed_gradient_equals_the_one_batch_reference_at_temperature(tiny_m
 
     from endstate.grpo import logprobs
     from endstate.grpo.batch import Sample, collate
-    from endstate.grpo.engine import Policy, ds_config, init_distributed, resolve_ds_config
+    from endstate.grpo.distributed import init_distributed
+    from endstate.grpo.engine import Policy, ds_config, resolve_ds_config
 
     shared: list[int] = []
     monkeypatch.setattr(logprobs, "shared_prefix", lambda *a: shared.append(
@@ -278,7 +279,8 @@ def test_sampler_and_trainer_agree_at_temperature_0_7_on_the_embedded_model():
     from endstate.core.agent.sampling import Sampling
     from endstate.core.agent.trace import ChatTemplate
     from endstate.grpo.batch import collate, sample_of
-    from endstate.grpo.engine import Policy, ds_config, init_distributed, resolve_ds_config
+    from endstate.grpo.distributed import init_distributed
+    from endstate.grpo.engine import Policy, ds_config, resolve_ds_config
 
     model_dir = resolve_model("embedded")
     model, tokenizer = load(model_dir)

@@ -78,13 +78,8 @@ def worker(out: Path, model_dir: Path, ds_path: Path) -> None:
     import torch.distributed as dist
 
     from endstate.grpo import engine
-    from endstate.grpo.engine import (
-        Policy,
-        ds_config,
-        end_rank,
-        init_distributed,
-        leave_distributed,
-    )
+    from endstate.grpo.distributed import end_rank, init_distributed, leave_distributed
+    from endstate.grpo.engine import Policy, ds_config
     from endstate.grpo.export import export_checkpoint
 
     rank, world = init_distributed("cpu")
@@ -129,7 +124,8 @@ def launch(out: Path, model_dir: Path, ds_path: Path) -> None:
 
 def plain_step(model_dir: Path):
     """The same step in this process: one rank, ZeRO-0, the whole model, no chunking."""
-    from endstate.grpo.engine import Policy, ds_config, init_distributed, resolve_ds_config
+    from endstate.grpo.distributed import init_distributed
+    from endstate.grpo.engine import Policy, ds_config, resolve_ds_config
 
     init_distributed("cpu")
     ds = ds_config(resolve_ds_config("zero0"), micro_batch=1, grad_accum=5, world=1, bf16=False,

@@ -284,7 +284,8 @@ def test_grpo_trainer_logprobs_under_top_k_are_the_samplers(tiny_model, tiny):
     from endstate.core.agent.local_model import LocalGenerator
     from endstate.grpo.batch import collate, sample_of
     from endstate.grpo.config import TrainConfig
-    from endstate.grpo.engine import Policy, ds_config, init_distributed, resolve_ds_config
+    from endstate.grpo.distributed import init_distributed
+    from endstate.grpo.engine import Policy, ds_config, resolve_ds_config
     from endstate.grpo.metrics import loss_config
 
     model, tokenizer, prompts = tiny

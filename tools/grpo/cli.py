@@ -159,7 +159,7 @@ def train(config_file, dry_run, quiet, **flags):
         argv = click.get_current_context().meta["grpo.argv"]
         dry_run_report(cfg, [a for a in argv if a != "--dry-run"])
         return
-    from endstate.grpo.engine import end_rank
+    from endstate.grpo.distributed import end_rank
     from endstate.grpo.train import train as run_training
 
     run_training(cfg, quiet)

@@ -74,13 +74,8 @@ from endstate.grpo.checkpoint import (
 )
 from endstate.grpo.config import TrainConfig, pool_domains, pool_tasks
 from endstate.grpo.dashboards import Dashboards, scalars
-from endstate.grpo.engine import (
-    Policy,
-    ds_config,
-    init_distributed,
-    leave_distributed,
-    resolve_ds_config,
-)
+from endstate.grpo.distributed import init_distributed, leave_distributed
+from endstate.grpo.engine import Policy, ds_config, resolve_ds_config
 from endstate.grpo.evaluation import Evaluation
 from endstate.grpo.metrics import loss_config, reduce_stats, step_line, step_log, step_metrics
 from endstate.grpo.retire import retirement_of
