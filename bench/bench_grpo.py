@@ -38,13 +38,8 @@ def make_batch(vocab: int, batch: int, prompt: int, completion: int, seed: int, 
 
 def endstate_update(model_dir, batch, lr):
     from endstate.grpo.batch import Sample
-    from endstate.grpo.engine import (
-        LossConfig,
-        Policy,
-        ds_config,
-        init_distributed,
-        resolve_ds_config,
-    )
+    from endstate.grpo.distributed import init_distributed
+    from endstate.grpo.engine import LossConfig, Policy, ds_config, resolve_ds_config
 
     init_distributed("cpu")
     prompt_ids, completion_ids, advantages = batch
