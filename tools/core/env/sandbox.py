@@ -189,7 +189,7 @@ class Sandbox:
                 self.seat = seat
                 try:
                     if seat.base != self.init.key:
-                        seats.rebase(seat, self.init.key, self.init.replay, self.tables)
+                        seats.rebase(seat, self.init.key, self.init.replay)
                     for sql, rows in self._replay:
                         seat.conn.executemany(sql, rows)
                 except BaseException:

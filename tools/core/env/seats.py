@@ -174,8 +174,7 @@ def mark_base(seat: Seat, base: bytes, tables: dict[str, Table]) -> None:
     seat.base = base
 
 
-def rebase(seat: Seat, base: bytes, replay: list[tuple[str, list[list[Any]]]],
-           tables: dict[str, Table]) -> None:
+def rebase(seat: Seat, base: bytes, replay: list[tuple[str, list[list[Any]]]]) -> None:
     """Put `seat` on the seed with `replay` (a task's init) applied and the base savepoint after it.
     The replay is not logged (QUIET), so the change log is as empty at the base as on the seed."""
     restart(seat)
