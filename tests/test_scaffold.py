@@ -11,7 +11,9 @@ def test_the_scaffold_validates_sound_out_of_the_box(tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout == ""
     folder = tmp_path / "shop"
-    assert sorted(str(f.relative_to(folder)) for f in folder.rglob("*") if f.is_file()) == [
+    # __pycache__: Python's own, where it may write bytecode (PYTHONDONTWRITEBYTECODE unset)
+    assert sorted(str(f.relative_to(folder)) for f in folder.rglob("*")
+                  if f.is_file() and "__pycache__" not in f.parts) == [
         "policy.md", "schema.sql", "seed.py", "tasks/shop.jsonl", "tools.py"]
     tasks = folder / "tasks" / "shop.jsonl"
     assert f"grade validate --domains {folder} {tasks}" in p.stderr  # the next step, runnable
