@@ -427,6 +427,20 @@ def test_a_rebased_seat_logs_none_of_the_init_it_replays(shop, monkeypatch):
     assert b.changes() == {}
 
 
+def test_a_rebase_that_fails_half_way_leaves_the_seat_bare_and_logging(shop):
+    s = Sandbox(shop)
+    seat, _ = seats.take(shop, s, b"some init")
+    try:
+        with pytest.raises(sqlite3.OperationalError):
+            seats.rebase(seat, b"some init", [("UPDATE items SET qty = 0", [[]]),
+                                              ("INSERT INTO nosuch VALUES (?)", [[1]])])
+        assert seat.base is None
+        assert seat.conn.execute("SELECT count(*) FROM _endstate_quiet").fetchone() == (0,)
+        assert seat.conn.execute("SELECT min(qty) FROM items").fetchone() != (0,)  # the seed's
+    finally:
+        seats.give_back(shop, seat)
+
+
 def test_a_schema_with_its_own_triggers_is_refused(tmp_path):
     d = make_domain(tmp_path)
     (d / "schema.sql").write_text(SCHEMA + "\nCREATE TRIGGER touch AFTER UPDATE ON items "

@@ -54,7 +54,8 @@ def tools_authorizer(action, arg1, arg2, dbname, trigger):
     if action == sqlite3.SQLITE_FUNCTION and arg2 == "load_extension":
         return sqlite3.SQLITE_DENY
     if action in _WRITE_ACTIONS and arg1.startswith(LOG_PREFIX) and not (trigger or "").startswith(LOG_PREFIX):
-        # only our triggers write the change log, and the sandbox empties it at a base (seats)
+        # only our triggers write the change log; the sandbox empties it at a base and switches it
+        # off while it replays an init it knows (seats: the quiet table)
         return sqlite3.SQLITE_OK if getattr(_OWN, "on", False) else sqlite3.SQLITE_DENY
     return sqlite3.SQLITE_OK
 

@@ -207,7 +207,8 @@ def _quoted(columns) -> str:
 
 
 def install_change_log(conn: sqlite3.Connection, tables: dict[str, Table]) -> None:
-    """Triggers that save each row's state the first time it is touched, into a shadow table.
+    """Triggers that save each row's state the first time it is touched, into a shadow table,
+    unless the QUIET table holds a row (seats.rebase: an init replayed is not the episode's).
 
     The diff at the end compares those saved states with the current rows; only touched rows are
     ever read, so the cost is proportional to what the agent changed, not to the database size.

@@ -178,10 +178,14 @@ def rebase(seat: Seat, base: bytes, replay: list[tuple[str, list[list[Any]]]]) -
     """Put `seat` on the seed with `replay` (a task's init) applied and the base savepoint after it.
     The replay is not logged (QUIET), so the change log is as empty at the base as on the seed."""
     restart(seat)
-    own(seat.conn, _QUIET_ON)
-    for sql, rows in replay:
-        seat.conn.executemany(sql, rows)
-    own(seat.conn, _QUIET_OFF)
+    try:
+        own(seat.conn, _QUIET_ON)
+        for sql, rows in replay:
+            seat.conn.executemany(sql, rows)
+        own(seat.conn, _QUIET_OFF)
+    except BaseException:
+        restart(seat)  # half an init, the log off: back on the bare seed, no base
+        raise
     own(seat.conn, SAVE_BASE)
     seat.base = base
 
