@@ -12,13 +12,15 @@ loaded (seeds read, tools imported) and, in the same event loop just before the 
 *other* tasks of the same suites with as many in flight has opened the seats and the keep-alive
 connections, as the episodes before them do in a long run; the timed tasks' inits are built inside
 the window, as a run pays them. The one-time load of the domains is timed apart ("domains load").
-With --procs 2 the forked workers open their own connections inside the window (a worker lives for
-one run), so those figures include a connect per episode in flight.
+With --procs 2 the forked workers open their own seats and connections inside the window (a worker
+lives for one run and keeps no seat of its parent), so those figures include them.
 
 Beside each --procs 1 figure, the floor of this box: the same number of episodes in flight, each
 making as many calls as its rollout episode did, but plain HTTP exchanges with the same double (a
 fixed request it answers after the latency) on kept connections: the client, the loopback TCP and
-the double, without endstate's episode. What rollout adds is the difference.
+the double, without endstate's episode. The floor's request is small, so the double spends less
+on it than on a whole conversation (both printed): the difference from the floor is an upper
+bound on what rollout adds.
 
     .venv/bin/python bench/bench_rollout.py [--episodes 256 1024] [--latency 0.1] [--procs 1 2] [--profile out.prof]
 """
@@ -41,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOUBLE = ROOT / "tests" / "openai_double.py"
 
 
-def bench_keys(episodes: int, per_domain: int = 16, skip: int = 0) -> list[dict]:
+def bench_keys(per_domain: int = 16, skip: int = 0) -> list[dict]:
     """per_domain tasks of each bench suite (after its first `skip`)."""
     tasks = []
     for suite in sorted((ROOT / "tasks" / "bench").glob("*.jsonl")):
@@ -114,8 +116,8 @@ class _KeptOpen:
     def __init__(self, backend):
         self.backend = backend
 
-    def open(self, *args):
-        return self.backend.open(*args)
+    def __getattr__(self, name: str):
+        return getattr(self.backend, name)
 
     def close(self) -> None:
         pass
@@ -136,7 +138,12 @@ def run_warm(tasks_file: str, warm_file: str, url: str, repeats: int, n: int, do
     backend = build_backend(cfg)
 
     async def both() -> None:
-        await run_all(warm, cfg, domains, _KeptOpen(backend), lambda *_: None, Progress(0, "", quiet=True))
+        warmed = []
+        await run_all(warm, cfg, domains, _KeptOpen(backend), lambda task, episode: warmed.append(episode),
+                      Progress(0, "", quiet=True))
+        if any(e.status != "ok" for e in warmed):  # its connections would not be open
+            raise SystemExit("bench_rollout: the warm-up run had system errors, e.g. "
+                             f"{next(e.error for e in warmed if e.status != 'ok')}")
         with window:
             await run_all(keys, cfg, domains, backend, lambda task, episode: episodes.append(episode),
                           Progress(0, "", quiet=True))
@@ -145,9 +152,10 @@ def run_warm(tasks_file: str, warm_file: str, url: str, repeats: int, n: int, do
     return episodes
 
 
-def transport_floor(url: str, calls: list[int], latency: float) -> float:
-    """wall / ideal of plain HTTP exchanges with the double: len(calls) sequences in flight, the
-    i-th making calls[i] POSTs of one fixed request, on connections opened before the window."""
+def transport_floor(url: str, calls: list[int], latency: float, double_pid: int) -> tuple[float, float]:
+    """wall / ideal of plain HTTP exchanges with the double, and the double's CPU seconds per
+    request in them: len(calls) sequences in flight, the i-th making calls[i] POSTs of one fixed
+    request, on connections opened before the window."""
     import asyncio
 
     from endstate.core.wire.http import HttpClient
@@ -166,13 +174,14 @@ def transport_floor(url: str, calls: list[int], latency: float) -> float:
         client = HttpClient(30.0)
         try:
             await asyncio.gather(*(sequence(client, 1) for _ in calls))  # the connections
-            start = time.perf_counter()
+            start, double = time.perf_counter(), cpu_seconds(double_pid)
             await asyncio.gather(*(sequence(client, c) for c in calls))
-            return time.perf_counter() - start
+            return time.perf_counter() - start, cpu_seconds(double_pid) - double
         finally:
             client.close()
 
-    return asyncio.run(floor()) / (max(calls) * latency)
+    wall, double = asyncio.run(floor())
+    return wall / (max(calls) * latency), double / sum(calls)
 
 
 def loaded_domains(warm_file: str) -> tuple[object, float]:
@@ -207,7 +216,7 @@ def main() -> None:
     ap.add_argument("--profile", help="write a cProfile of the timed window here (this process only)")
     args = ap.parse_args()
 
-    tasks, others = bench_keys(max(args.episodes)), bench_keys(0, skip=16)
+    tasks, others = bench_keys(), bench_keys(skip=16)
     repeats = -(-max(args.episodes) // len(tasks))
     with tempfile.TemporaryDirectory() as tmp:
         tasks_file, warm_file = Path(tmp) / "tasks.jsonl", Path(tmp) / "warm.jsonl"
@@ -217,7 +226,7 @@ def main() -> None:
                                    str(warm_file)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             url = double.stdout.readline().strip()
-            run(str(warm_file), url, 1, 8)  # imports, the first connections
+            run(str(warm_file), url, 1, 8)  # this process's imports, before any timed run
             for n in args.episodes:
                 for procs in args.procs:
                     timed(str(tasks_file), str(warm_file), url, repeats, n, procs, double.pid, args,
@@ -233,14 +242,16 @@ def timed(tasks_file: str, warm_file: str, url: str, repeats: int, n: int, procs
     domains, load = loaded_domains(warm_file)
     window = Window(double_pid, args.profile)
     if procs > 1:
-        run(warm_file, url, 1, 64, domains=domains)  # the parent's seats; workers fork with them
         episodes = run(tasks_file, url, repeats, n, n, procs, domains, window)
     else:
         episodes = run_warm(tasks_file, warm_file, url, repeats, n, domains, window)
     ratio = report(episodes, window, args.latency, tasks, -(-n // tasks), procs, load)
     if procs == 1:
-        print(f"floor               {transport_floor(url, model_calls(episodes), args.latency):.2f}x   "
-              "(plain HTTP with the double, as many calls per episode, kept connections)")
+        calls = model_calls(episodes)
+        floor, double = transport_floor(url, calls, args.latency, double_pid)
+        print(f"floor               {floor:.2f}x   (plain HTTP with the double, as many calls per episode, "
+              f"kept connections; the double {double * 1000:.2f} ms a request, against "
+              f"{window.double_cpu / sum(calls) * 1000:.2f} in the run)")
     record(f"rollout.wall_x_ideal.{n}.procs{procs}", ratio, "x", better="lower")
 
 
@@ -271,8 +282,8 @@ def report(episodes: list, window: Window, latency: float, tasks: int, repeats: 
     print(f"CPU                 rollout {cpu:.2f} s ({cpu / sum(calls) * 1000:.2f} ms per call), "
           f"endpoint double {double_cpu:.2f} s")
     print(f"domains load        {load * 1000:.0f} ms before the timed window (seeds, tables, tools; "
-          "once per process), then a run of other tasks opens the seats"
-          + (" and connections" if procs == 1 else ""))
+          "once per process)" + (", then a run of other tasks opens the seats and connections"
+                                 if procs == 1 else "; each worker opens its seats and connections"))
     print(f"throughput          {sum(calls) / wall:.0f} calls/s, {len(episodes) / wall * 60:.0f} episodes/min")
     return wall / ideal
 

@@ -110,7 +110,7 @@ def run_episodes(keys: list[tuple[dict, int]], cfg: RunConfig, domains: Domains,
 
 def _run_forked(keys, cfg, domains, backend, on_episode: OnEpisode, progress: Progress,
                 closing: Sequence[Closing]) -> None:
-    """One event loop per process: past ~2,000 model calls a second one core is the limit
+    """One event loop per process: past ~4,000 model calls a second one core is the limit
     (docs/rollout.md). Each worker gets every procs-th key and -j/procs episodes in flight
     (rounded up). Workers are forked (they inherit domains, tasks and the backend, and open
     their own sockets and seed connections) and send finished episodes back through pipes.
