@@ -13,7 +13,7 @@ def test_the_scaffold_validates_sound_out_of_the_box(tmp_path):
     folder = tmp_path / "shop"
     # __pycache__: Python's own, where it may write bytecode (PYTHONDONTWRITEBYTECODE unset)
     assert sorted(str(f.relative_to(folder)) for f in folder.rglob("*")
-                  if f.is_file() and "__pycache__" not in f.parts) == [
+                  if f.is_file() and "__pycache__" not in f.relative_to(folder).parts) == [
         "policy.md", "schema.sql", "seed.py", "tasks/shop.jsonl", "tools.py"]
     tasks = folder / "tasks" / "shop.jsonl"
     assert f"grade validate --domains {folder} {tasks}" in p.stderr  # the next step, runnable

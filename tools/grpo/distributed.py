@@ -32,9 +32,9 @@ def init_distributed(device: str) -> tuple[int, int]:
                             "deepspeed (after torch; or pip install 'endstate[train]')") from None
     import torch.distributed as dist
 
-    if device == "cpu":
-        _without_shm_op()
     if not dist.is_initialized():
+        if device == "cpu":
+            _without_shm_op()
         deepspeed.init_distributed(dist_backend="gloo" if device == "cpu" else "nccl",
                                    verbose=False)
     return dist.get_rank(), dist.get_world_size()
