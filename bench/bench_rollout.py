@@ -245,9 +245,9 @@ def timed(tasks_file: str, warm_file: str, url: str, repeats: int, n: int, procs
         episodes = run(tasks_file, url, repeats, n, n, procs, domains, window)
     else:
         episodes = run_warm(tasks_file, warm_file, url, repeats, n, domains, window)
-    ratio = report(episodes, window, args.latency, tasks, -(-n // tasks), procs, load)
+    calls = model_calls(episodes)
+    ratio = report(episodes, calls, window, args.latency, tasks, -(-n // tasks), procs, load)
     if procs == 1:
-        calls = model_calls(episodes)
         floor, double = transport_floor(url, calls, args.latency, double_pid)
         print(f"floor               {floor:.2f}x   (plain HTTP with the double, as many calls per episode, "
               f"kept connections; the double {double * 1000:.2f} ms a request, against "
@@ -261,11 +261,10 @@ def model_calls(episodes: list) -> list[int]:
     return [sum(isinstance(m, AssistantMessage) for m in e.messages) for e in episodes]
 
 
-def report(episodes: list, window: Window, latency: float, tasks: int, repeats: int, procs: int,
-           load: float) -> float:
-    """Print the run's figures; its wall / ideal."""
+def report(episodes: list, calls: list[int], window: Window, latency: float, tasks: int, repeats: int,
+           procs: int, load: float) -> float:
+    """Print the run's figures (`calls`: each episode's model calls); its wall / ideal."""
     wall, cpu, double_cpu = window.wall, window.cpu, window.double_cpu
-    calls = model_calls(episodes)
     errors = sum(e.status != "ok" for e in episodes)
     ideal = max(calls) * latency
     per_episode = sorted(e.timing["total_s"] / (c * latency) for e, c in zip(episodes, calls))
