@@ -98,6 +98,26 @@ def test_get_returns_the_row_or_says_what_is_missing(customers_db):
         customers_db.get("customers", "C9", "customer")
 
 
+def test_next_id_continues_its_prefix_and_compiles_its_statement_once():
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE refunds (id TEXT PRIMARY KEY)")
+    insert_rows(conn, refunds=[("RF00007",), ("RF00012",), ("RG00099",), ("R00500",)])
+    prepared = []  # SQLite asks the authorizer while it compiles a statement, never when it reuses one
+    conn.set_authorizer(lambda *action: prepared.append(action) or sqlite3.SQLITE_OK)
+    db = Db(conn, "2026-01-15T12:00:00")
+    assert db.next_id("refunds", "RF", 5) == "RF00013"  # not RG00099 above it, nor R00500 beside it
+    assert prepared
+    prepared.clear()
+    conn.execute("INSERT INTO refunds VALUES ('RF00013')")
+    prepared.clear()
+    assert db.next_id("refunds", "RF", 5) == "RF00014"
+    assert prepared == []  # a bound LIKE pattern is compiled again at every call
+    assert db.next_id("refunds", "RX", 3) == "RX001"
+    conn.execute("CREATE TABLE tickets (id TEXT PRIMARY KEY)")
+    insert_rows(conn, tickets=[("0041",), ("0039",)])
+    assert db.next_id("tickets", "", 4) == "0042"  # no prefix: after the largest id
+
+
 def test_customer_finder_matches_by_email_or_name_and_zip(customers_db):
     find = customer_finder("Greta Moreau")
     spec = find.__endstate_tool__.schema["function"]

@@ -89,9 +89,14 @@ class Db:
     def next_id(self, table: str, prefix: str, width: int) -> str:
         """The next sequential id of `table` (`RT00042` for prefix RT, width 5), so replays of the
         same calls produce the same rows. Ids have a fixed width, so the largest in text order (a
-        primary-key index lookup) has the largest number."""
-        last = self.value(f'SELECT id FROM "{table}" WHERE id LIKE ? ORDER BY id DESC LIMIT 1',
-                          prefix + "%")
+        primary-key index lookup) has the largest number. A range, not `LIKE ?`: SQLite compiles
+        a statement with a bound LIKE pattern again at every call (9 µs against 1.5)."""
+        if prefix:
+            after = prefix[:-1] + chr(ord(prefix[-1]) + 1)  # every id with the prefix sorts below it
+            last = self.value(f'SELECT id FROM "{table}" WHERE id >= ? AND id < ? '
+                              "ORDER BY id DESC LIMIT 1", prefix, after)
+        else:
+            last = self.value(f'SELECT id FROM "{table}" ORDER BY id DESC LIMIT 1')
         return f"{prefix}{int(last[len(prefix):]) + 1 if last else 1:0{width}d}"
 
 
