@@ -118,6 +118,25 @@ def test_next_id_continues_its_prefix_and_compiles_its_statement_once():
     assert db.next_id("tickets", "", 4) == "0042"  # no prefix: after the largest id
 
 
+@pytest.mark.parametrize("domain, tool, args, field, text", [
+    ("retail", "search_products", {}, "query", "Trail Shoes"),
+    ("consulting", "find_client", {}, "name", "Brightmoor"),
+    ("bank", "list_transactions", {"account_id": "A00001"}, "merchant", "Metro Fuel"),
+])
+def test_text_searches_match_the_text_itself_in_any_case(domains, domain, tool, args, field, text):
+    """A search is a case-insensitive substring match of the text as typed: `%` and `_` in it are
+    characters, not LIKE wildcards (which also made SQLite compile the statement at every call)."""
+    with Sandbox(domains[domain]) as box:
+        def found(term):
+            result = box.call(tool, {**args, field: term})
+            assert result.ok, result.content
+            return result.value
+
+        assert found(text.upper()) and found(text.upper()) == found(text.lower())
+        for wildcard in ("%", "_", text[:3] + "%" + text[4:], text[:3] + "_" + text[4:]):
+            assert found(wildcard) == [], wildcard
+
+
 def test_customer_finder_matches_by_email_or_name_and_zip(customers_db):
     find = customer_finder("Greta Moreau")
     spec = find.__endstate_tool__.schema["function"]

@@ -120,8 +120,8 @@ def list_transactions(db: Db, account_id: str, merchant: str | None = None,
            "WHERE account_id = ?")
     params: list = [account_id]
     if merchant:
-        sql += " AND merchant LIKE ?"
-        params.append(f"%{merchant.strip()}%")
+        sql += " AND instr(lower(merchant), lower(?)) > 0"  # literal text: no LIKE wildcards
+        params.append(merchant.strip())
     if since:
         sql += " AND posted_at >= ?"
         params.append(iso_date(since, "since"))

@@ -134,8 +134,8 @@ def find_client(db: Db, name: str) -> list:
     Args:
         name: Part of the client's name, e.g. "Northbeam".
     """
-    clients = db.all("SELECT id, name, industry, rate_card FROM clients WHERE name LIKE ? "
-                     "ORDER BY id LIMIT 10", f"%{name.strip()}%")
+    clients = db.all("SELECT id, name, industry, rate_card FROM clients "
+                     "WHERE instr(lower(name), lower(?)) > 0 ORDER BY id LIMIT 10", name.strip())
     for c in clients:
         c["engagements"] = db.all("SELECT id, name, start_date, end_date FROM engagements "
                                   "WHERE client_id = ? AND status = 'active' ORDER BY id", c["id"])

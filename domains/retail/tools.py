@@ -105,8 +105,8 @@ def search_products(db: Db, query: str, category: str | None = None) -> list:
         query: Words from the product name, e.g. "kettle".
         category: One of headphones, keyboards, lamps, backpacks, kettles, shoes, watches, mugs.
     """
-    sql = "SELECT id, name, category, price, stock FROM products WHERE name LIKE ?"
-    params = [f"%{query}%"]
+    sql = "SELECT id, name, category, price, stock FROM products WHERE instr(lower(name), lower(?)) > 0"
+    params = [query]
     if category:
         sql += " AND category = ?"
         params.append(category)
