@@ -131,7 +131,10 @@ def test_a_data_model_that_is_not_python_or_has_no_db_class_is_named(tmp_path):
     for text, message in (("class (:\n", "not Python that can be read"),
                           ("class A(BaseModel):\n    x: int\n", "expected one class based on "
                            "tau2's DB (the database), found none"),
-                          ("import os\nos.system('touch pwned')\nclass D(DB):\n    x: int\n", None)):
+                          ("import os\nos.system('touch pwned')\nclass D(DB):\n    x: int\n", None),
+                          # a forward reference that does not parse (a NUL: ValueError before
+                          # Python 3.11.4, SyntaxError since) is a field of unknown type
+                          ('class D(DB):\n    x: "Row\\x00"\n', None)):
         bad.write_text(text)
         p = grade("import", "tau2", FIXTURE, "--out", tmp_path / "x", "--force", "--data-model", bad)
         if message:

@@ -93,7 +93,7 @@ class _Reader:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):  # "Model": a forward ref
             try:
                 node = ast.parse(node.value, mode="eval").body
-            except SyntaxError:
+            except UNPARSABLE:  # a NUL in it: ValueError before Python 3.11.4
                 return UNKNOWN
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):  # X | None
             return self._union([node.left, node.right], names, at, fields, seen)

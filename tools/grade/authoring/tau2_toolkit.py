@@ -95,7 +95,10 @@ def _parse(path: Path, notes: list[str], required: bool) -> ast.Module | None:
         if path.stat().st_size > MAX_BYTES:
             what = f"over {MAX_BYTES:,} bytes, is this tau2's tools.py?"
         else:
-            return ast.parse(path.read_bytes(), str(path))
+            source = path.read_bytes()
+            if b"\0" in source:  # Python 3.11.4+ raises SyntaxError for it, 3.11.0-3 ValueError
+                raise SyntaxError("source code string cannot contain null bytes")
+            return ast.parse(source, str(path))
     except OSError as e:
         if required:
             raise FileError(f"{path}: cannot read it ({e.strerror or e}); --tools-from takes "
@@ -103,7 +106,7 @@ def _parse(path: Path, notes: list[str], required: bool) -> ast.Module | None:
         what = f"cannot read it ({e.strerror or e})"
     except SyntaxError as e:  # also what a file that is not UTF-8 raises
         where, what = f":{e.lineno}" if e.lineno else "", f"not Python that parses ({e.msg})"
-    except (RecursionError, MemoryError, ValueError) as e:  # nested too deep; a NUL byte
+    except (RecursionError, MemoryError, ValueError) as e:  # nested too deep
         what = f"cannot be parsed ({type(e).__name__}: {e})"
     if required:
         raise InputError(f"{path}{where}: {what}; --tools-from reads the file without running it: "
