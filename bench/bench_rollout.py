@@ -170,7 +170,7 @@ def transport_floor(url: str, calls: list[int], latency: float, double_pid: int)
             status, _ = await client.post(chat, body, headers)
             assert status == 200, status
 
-    async def floor() -> float:
+    async def floor() -> tuple[float, float]:
         client = HttpClient(30.0)
         try:
             await asyncio.gather(*(sequence(client, 1) for _ in calls))  # the connections
