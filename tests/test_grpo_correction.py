@@ -219,13 +219,13 @@ def test_deepspeed_gradient_equals_the_one_batch_reference_at_temperature(tiny_m
     micro-batch runs them once (logprobs.forward): the same gradient."""
     from transformers import AutoModelForCausalLM
 
-    from endstate.grpo import logprobs
+    from endstate.grpo import engine
     from endstate.grpo.batch import Sample, collate
     from endstate.grpo.distributed import init_distributed
     from endstate.grpo.engine import Policy, ds_config, resolve_ds_config
 
     shared: list[int] = []
-    monkeypatch.setattr(logprobs, "shared_prefix", lambda *a: shared.append(
+    monkeypatch.setattr(engine, "shared_prefix", lambda *a: shared.append(
         prefix := SHARED_PREFIX(*a)) or prefix)
     init_distributed("cpu")
     ds = ds_config(resolve_ds_config("zero0"), micro_batch=2, grad_accum=2, world=1, bf16=False, grad_clip=1.0)
@@ -296,7 +296,7 @@ def test_sampler_and_trainer_agree_at_temperature_0_7_on_the_embedded_model():
     ds = ds_config(resolve_ds_config("zero0"), micro_batch=2, grad_accum=1, world=1, bf16=False, grad_clip=1.0)
     policy = Policy(model_dir, ds, 1e-6, 0.0, "cpu", reference=False, seed=0)
     b = collate(samples, policy.pad_id)
-    columns = b.mask.any(0).nonzero().squeeze(-1)
+    columns = b.columns
     mask = b.mask[:, columns]
     with torch.no_grad():
         at_t, _ = policy._logprobs(policy.engine, b, columns, 0.7)

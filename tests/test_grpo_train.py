@@ -57,6 +57,33 @@ def test_learning_beats_step_one_by_a_margin_luck_cannot_explain(tmp_path, tiny_
     assert all(e["messages"] and "checks" in e for e in episodes)
 
 
+def test_episodes_that_sampled_no_token_are_left_out_of_the_update_and_counted(tmp_path, tiny_model, buttons):
+    """A sampler that answers some calls with no token at all (an endpoint may: the session takes
+    it): those episodes still get their reward and count in their group's advantage, but have
+    nothing to train on; the update used to fail on a micro-batch of them. The sampler here is a
+    double at the edge (it wraps the real local generator and empties every third answer)."""
+    from endstate.core.agent.local_model import Generation
+    from endstate.grpo.train import Trainer
+
+    trainer = Trainer(config(tiny_model, buttons, tmp_path / "run", steps=1, micro_batch=1), quiet=True)
+    real = trainer._generator
+
+    def emptying(seed):
+        generate = real(seed)
+
+        def some_empty(prompts, prefix_lens=0):
+            out = generate(prompts, prefix_lens)
+            return [Generation([], [], False) if (len(p) + i) % 3 == 0 else g
+                    for i, (p, g) in enumerate(zip(prompts, out))]
+        return some_empty
+
+    trainer._generator = emptying
+    m = trainer.train_step()
+    assert not m["skipped"] and m["empty_completions"] > 0, m
+    assert m["episodes"] + m["empty_completions"] == 8 * m["groups"]
+    assert m["completion_tokens"] > 0 and m["loss"] is not None and m["grad_norm"] > 0
+
+
 @pytest.mark.numerics
 def test_resume_reproduces_a_straight_run(tmp_path, tiny_model, buttons):
     """2 steps + --resume + 2 steps == 4 straight steps: same metrics, same weights."""

@@ -172,12 +172,13 @@ def tiny_decoder(family: str):
 
 @pytest.mark.parametrize("family", ["llama", "qwen3", "gemma3", "mistral"])
 def test_a_common_prefix_run_once_gives_the_full_forwards_logprobs_and_gradient(family):
-    """logprobs.forward with `share`: the rows' common 24 positions once, for one row, then each
-    row's rest on their keys and values; against the one full forward, the same log-probs and the
-    same gradient of every weight (one row right-padded)."""
+    """logprobs.forward with the shared prefix: the rows' common positions up to the first
+    log-prob (23) once, for one row, then each row's rest on their keys and values; against the
+    one full forward, the same log-probs and the same gradient of every weight (one row
+    right-padded)."""
     from numerics import decoder_terms, logprob_magnitude
 
-    from endstate.grpo.logprobs import forward
+    from endstate.grpo.logprobs import forward, shared_prefix
 
     model = tiny_decoder(family)
     g = torch.Generator().manual_seed(1)
@@ -188,14 +189,17 @@ def test_a_common_prefix_run_once_gives_the_full_forwards_logprobs_and_gradient(
     inputs, targets, columns = ids[:, :-1], ids[:, 1:], torch.arange(23, 33)
     head = model.get_output_embeddings()
 
-    def run(share: bool):
+    prefix = shared_prefix(inputs, attention[:, :-1], int(columns[0]))
+    assert prefix == 23
+
+    def run(prefix: int):
         model.zero_grad(set_to_none=True)
         out = forward(model, inputs, attention[:, :-1], columns,
-                      lambda: head_logprobs(head, targets[:, columns], 1024, 1.0), share)
+                      lambda: head_logprobs(head, targets[:, columns], 1024, 1.0), prefix)
         out.logits[..., 0].sum().backward()
         return out.logits[..., 0].detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
 
-    (want, want_grads), (got, grads) = run(False), run(True)
+    (want, want_grads), (got, grads) = run(0), run(prefix)
     with torch.no_grad():
         logits = model(input_ids=inputs).logits
     B, S = inputs.shape

@@ -300,7 +300,7 @@ def test_grpo_trainer_logprobs_under_top_k_are_the_samplers(tiny_model, tiny):
     ds = ds_config(resolve_ds_config("zero0"), micro_batch=4, grad_accum=1, world=1, bf16=False, grad_clip=1.0)
     policy = Policy(tiny_model, ds, 1e-3, 0.0, "cpu", reference=False, seed=0)
     batch = collate(samples, policy.pad_id)
-    columns = batch.mask.any(0).nonzero().squeeze(-1)
+    columns = batch.columns
     mask = batch.mask[:, columns].bool()
     with torch.no_grad():
         trainer, _ = policy._logprobs(policy.engine, batch, columns, loss.temperature, loss.top_k, loss.top_p)

@@ -57,6 +57,12 @@ class Batch:
     def tokens(self) -> int:
         return int(self.attention_mask.sum())
 
+    @property
+    def columns(self) -> torch.Tensor:
+        """(C,) the positions where some row has a completion token: the only ones the loss
+        reads (none when no row has one)."""
+        return self.mask.any(0).nonzero().squeeze(-1)
+
 
 def collate(samples: Sequence[Sample], pad_id: int) -> Batch:
     assert samples, "an empty micro-batch"

@@ -18,8 +18,14 @@ from typing import Any
 from endstate import CONFIGS_DIR
 from endstate.core.agent.local_model import drop_gguf_quantization, loading_bars_only_on_a_terminal
 from endstate.core.errors import EndstateError
-from endstate.grpo.batch import Sample, collate, micro_batches
-from endstate.grpo.logprobs import DEFAULT_CHUNK, check_plain_head, forward, head_logprobs
+from endstate.grpo.batch import Batch, Sample, collate, micro_batches
+from endstate.grpo.logprobs import (
+    DEFAULT_CHUNK,
+    check_plain_head,
+    forward,
+    head_logprobs,
+    shared_prefix,
+)
 from endstate.grpo.objective import MAXIMA, SUMS, LossConfig, accumulate, micro_batch_loss
 
 CONFIG_DIR = CONFIGS_DIR / "deepspeed"
@@ -137,7 +143,9 @@ class Policy:
         loading_bars_only_on_a_terminal()
         torch.manual_seed(seed)
         self.device, self.logits_chunk = device, logits_chunk
-        # a micro-batch's common prefix once (logprobs.forward); not where it would break
+        # a micro-batch's common prefix once where every rank agrees (_prefixes); not under ZeRO-3
+        # (every forward call all-gathers the layers) or activation checkpointing (the
+        # checkpointed layers drop the cache)
         self.share_prefix = not checkpointing and zero_stage(ds) < 3
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self.pad_id = (self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None
@@ -198,37 +206,36 @@ class Policy:
     def module(self):
         return self.engine.module
 
-    def _logprobs(self, model, batch, columns, temperature: float, top_k: int | None = None,
-                  top_p: float = 1.0):
+    def _logprobs(self, model, batch: Batch, columns, temperature: float, top_k: int | None = None,
+                  top_p: float = 1.0, prefix: int = 0):
         """log p and entropy of the targets at `columns` (positions with a completion token),
         under the distribution the sampler drew them from: logits / T, then top-k and top-p
         renormalised (core.local_model.processed_logits, as the local generator and vLLM's
         processed_logprobs), chunk by chunk through the lm_head (logprobs.py): the model's
         `logits` come back as (B, C, 2). `model`: the engine, or the reference (an engine under
-        ZeRO-3)."""
+        ZeRO-3); `prefix`: leading positions run once for every row (_prefixes)."""
         device = self.engine.device
         head = getattr(model, "module", model).get_output_embeddings()
         targets = batch.targets[:, columns].to(device)  # (B, C)
         out = forward(model, batch.input_ids.to(device), batch.attention_mask.to(device),
                       columns.to(device), lambda: head_logprobs(head, targets, self.logits_chunk,
                                                                 temperature, top_k, top_p),
-                      self.share_prefix)
+                      prefix)
         return out.logits[..., 0], out.logits[..., 1].detach()  # (B, C) each
 
-    def _chunk_loss(self, chunk: list[Sample], loss: LossConfig, norm: float):
+    def _chunk_loss(self, batch: Batch, prefix: int, loss: LossConfig, norm: float):
         """(objective, statistics) of one micro-batch: objective.micro_batch_loss on this model."""
         import torch
 
         device = self.engine.device
-        batch = collate(chunk, self.pad_id)
-        columns = batch.mask.any(0).nonzero().squeeze(-1)  # (C,)
+        columns = batch.columns  # (C,)
         mask = batch.mask[:, columns].to(device)  # (B, C)
         processing = (loss.temperature, loss.top_k, loss.top_p)
-        logp, entropy = self._logprobs(self.engine, batch, columns, *processing)  # (B, C)
+        logp, entropy = self._logprobs(self.engine, batch, columns, *processing, prefix=prefix)  # (B, C)
         ref_logp = None
         if self.ref is not None and loss.kl_coef:
             with torch.no_grad():
-                ref_logp, _ = self._logprobs(self.ref, batch, columns, *processing)
+                ref_logp, _ = self._logprobs(self.ref, batch, columns, *processing, prefix=prefix)
         objective, stats = micro_batch_loss(
             logp, batch.old_logprobs[:, columns].to(device), batch.advantages[:, columns].to(device),
             mask, loss, norm, ref_logp)
@@ -236,25 +243,45 @@ class Policy:
         return objective, stats
 
     def _filler_loss(self, loss: LossConfig):
-        """A zero-gradient pass for a rank that ran out of samples: the collectives stay matched
-        (under ZeRO-3 the reference's forward gathers too)."""
+        """A zero-gradient pass for a rank that ran out of samples (or whose micro-batch has no
+        completion token): the collectives stay matched (under ZeRO-3 the reference's forward
+        gathers too)."""
         import torch
 
         filler = Sample([self.pad_id] * 2, [False, True], [float("nan")] * 2, 0.0)
         batch = collate([filler], self.pad_id)
-        columns = batch.mask.any(0).nonzero().squeeze(-1)
-        logp, _ = self._logprobs(self.engine, batch, columns, loss.temperature)
+        logp, _ = self._logprobs(self.engine, batch, batch.columns, loss.temperature)
         if self.ref is not None and loss.kl_coef:
             with torch.no_grad():
-                self._logprobs(self.ref, batch, columns, loss.temperature)
+                self._logprobs(self.ref, batch, batch.columns, loss.temperature)
         return logp.sum() * 0.0
+
+    def _prefixes(self, batches: list[Batch], world_micro_batches: int) -> list[int]:
+        """The common prefix each micro-batch index runs once (logprobs.shared_prefix), 0 where
+        any rank runs that index in full. ZeRO-1/2 copy gradients into a flat buffer in the order
+        they become ready and reduce it across ranks as if every rank had the same layout; the
+        prefix path changes that order (the last layer's k/v finish after its q), so a rank that
+        shared while another did not would sum one's q gradient into the other's v. Paths that
+        agree give the same order whatever the prefix lengths. One small all-reduce per update."""
+        import torch
+        import torch.distributed as dist
+
+        local = [shared_prefix(b.input_ids, b.attention_mask, int(b.columns[0]))
+                 if self.share_prefix and b.columns.numel() else 0 for b in batches]
+        local += [0] * (world_micro_batches - len(local))  # the filler pass: one row
+        if self.engine.dp_world_size > 1 and self.share_prefix:
+            every = torch.tensor([p > 0 for p in local], dtype=torch.int32, device=self.engine.device)
+            dist.all_reduce(every, op=dist.ReduceOp.MIN, group=self.engine.data_parallel_group)
+            local = [p if agreed else 0 for p, agreed in zip(local, every.tolist())]
+        return local
 
     def update(self, samples: list[Sample], loss: LossConfig, norm: float,
                world_micro_batches: int) -> dict[str, float]:
         """Forward/backward every micro-batch of this rank's samples, then one optimizer step.
 
         `norm` is the batch denominator (all ranks), `world_micro_batches` the largest micro-batch
-        count on any rank: ranks with fewer run empty passes, so every rank joins every collective.
+        count on any rank: ranks with fewer run empty passes, so every rank joins every collective
+        (as does a micro-batch without a completion token: it contributes nothing).
         Returns this rank's statistics (objective.SUMS summed, objective.MAXIMA maxed) and the
         global gradient norm.
         """
@@ -262,15 +289,16 @@ class Policy:
 
         engine = self.engine
         engine.train()
-        chunks = micro_batches(samples, loss.micro_batch)
-        assert len(chunks) <= world_micro_batches
+        batches = [collate(chunk, self.pad_id) for chunk in micro_batches(samples, loss.micro_batch)]
+        assert len(batches) <= world_micro_batches
+        prefixes = self._prefixes(batches, world_micro_batches)
         # DeepSpeed averages gradients over ranks; the aggregation already divides by `norm`.
         scale = float(engine.dp_world_size)
         totals: dict = {}
         for k in range(world_micro_batches):
             engine.set_gradient_accumulation_boundary(k == world_micro_batches - 1)
-            if k < len(chunks):
-                objective, stats = self._chunk_loss(chunks[k], loss, norm)
+            if k < len(batches) and batches[k].columns.numel():
+                objective, stats = self._chunk_loss(batches[k], prefixes[k], loss, norm)
                 totals = accumulate(totals, stats)
             else:
                 objective = self._filler_loss(loss)

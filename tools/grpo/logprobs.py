@@ -20,7 +20,7 @@ prompt, and a domain's tasks share its system prompt and tool list. `forward` ru
 prefix once, for one row, and the rest of every row on its keys and values (repeated for the rows;
 the backward sums their gradients back): the same log-probs and gradient as the full forward, at
 (B − 1) × prefix fewer positions through the decoder (tests/test_grpo_correction.py holds the two
-against each other).
+against each other). The engine decides where to share (engine.Policy._prefixes: across ranks).
 """
 
 from __future__ import annotations
@@ -123,12 +123,10 @@ def shared_prefix(input_ids: torch.Tensor, attention_mask: torch.Tensor, first_c
 
 
 def forward(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, columns: torch.Tensor,
-            head: Callable[[], AbstractContextManager], share: bool):
+            head: Callable[[], AbstractContextManager], prefix: int):
     """`model`'s output at `columns` (a 1-D tensor of positions) with `head()` active (the
-    chunked lm_head of head_logprobs), the common prefix of the rows run once when `share` (off
-    where the ranks' collectives must match call for call: ZeRO-3; and under activation
-    checkpointing, whose layers drop the cache)."""
-    prefix = shared_prefix(input_ids, attention_mask, int(columns[0])) if share else 0
+    chunked lm_head of head_logprobs); the first `prefix` positions (shared_prefix: the same in
+    every row) run once, for one row, when `prefix` > 0."""
     if not prefix:
         with head():
             return model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=columns,

@@ -77,7 +77,9 @@ def role_usage(episodes: list[dict[str, Any]]) -> dict[str, int]:
 
 def step_metrics(step: int, c: Collected, samples: list[Sample], stats: dict[str, float],
                  skipped: bool, step_s: float, rollout_s: float, update_s: float,
-                 rollout_is: str = "off") -> dict[str, Any]:
+                 rollout_is: str = "off", empty_completions: int = 0) -> dict[str, Any]:
+    """The train log's line for a step; `samples` are the trained episodes (`empty_completions`
+    more sampled no token and were left out)."""
     clean = [r for g in c.generated for r in g.rewards if r is not None]
     clean_groups = [g for g in c.generated if not g.system_error]
     trained = [r for g in c.groups for r in g.rewards]
@@ -89,7 +91,8 @@ def step_metrics(step: int, c: Collected, samples: list[Sample], stats: dict[str
         "zero_variance_frac": c.zero_variance / len(clean_groups) if clean_groups else None,
         **c.counts(),
         "system_errors": sum(r is None for g in c.generated for r in g.rewards),
-        "groups": len(c.groups), "episodes": len(samples), "tokens": tokens,
+        "groups": len(c.groups), "episodes": len(samples), "empty_completions": empty_completions,
+        "tokens": tokens,
         "completion_tokens": int(sum(s.completion_tokens for s in samples)),
         "generated_tokens": sum(episode_tokens(e) for g in c.generated for e in g.episodes),
         **role_usage([e for g in c.generated for e in g.episodes]),

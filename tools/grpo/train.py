@@ -296,6 +296,9 @@ class Trainer:
         samples = [sample_of(e["turns"], a, e["episode_id"])
                    for g in collected.groups
                    for e, a in zip(g.episodes, group_advantages(g.rewards, cfg.std_norm, cfg.adv_eps))]
+        # no token sampled, nothing to train (its reward is in its group's advantages): dropped, counted
+        empty = sum(not s.completion_tokens for s in samples)
+        samples = [s for s in samples if s.completion_tokens]
         skipped = not samples or all(s.advantage == 0 for s in samples)
         stats: dict[str, float] = {}
         t = time.perf_counter()
@@ -312,7 +315,7 @@ class Trainer:
         update_s = time.perf_counter() - t
         self.step += 1
         metrics = step_metrics(self.step, collected, samples, stats, skipped,
-                               time.perf_counter() - started, rollout_s, update_s, cfg.rollout_is_level)
+                               time.perf_counter() - started, rollout_s, update_s, cfg.rollout_is_level, empty)
         metrics.update(self.retirement.step_metrics(collected.generated, self.sampler, self.step)
                        if self.retirement else {"retired": []})
         metrics.update(self.evaluate())
