@@ -1,5 +1,6 @@
 """Shared fixtures. Tests use the real retail domain (a ~5 MB SQLite seed) and real subprocesses."""
 
+import functools
 import json
 import os
 import subprocess
@@ -17,6 +18,17 @@ os.environ.setdefault("ENDSTATE_CACHE", os.path.join(tempfile.gettempdir(), "end
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+
+
+@functools.cache
+def without_judge(path: Path) -> str:
+    """A file of `path`'s tasks but those with a judge check: a pool for tests of grpo's flags and
+    plans, which configure no judge (the built-in training suites hold judged tasks, which grpo
+    refuses to train on without one). One file per process."""
+    kept = [line for line in path.read_text().splitlines() if '"kind": "judge"' not in line]
+    target = Path(tempfile.mkdtemp(prefix="endstate-pool-")) / path.name
+    target.write_text("\n".join(kept) + "\n")
+    return str(target)
 
 
 @pytest.fixture(scope="session")

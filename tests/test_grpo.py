@@ -9,6 +9,7 @@ import orjson
 import pytest
 import torch
 from click.testing import CliRunner
+from conftest import without_judge
 from grpo_fixtures import buttons, tiny_model  # noqa: F401 - pytest fixtures
 from numerics import approx
 
@@ -275,7 +276,7 @@ def dry_run_refusing(tmp_path, line: str):
     from endstate.grpo.cli import cli
 
     y = tmp_path / "c.yaml"
-    y.write_text(f"pool: {ROOT / 'tasks/train/retail.jsonl'}\n{line}\n")
+    y.write_text(f"pool: {without_judge(ROOT / 'tasks/train/retail.jsonl')}\n{line}\n")
     result = CliRunner().invoke(cli, ["train", "--config", str(y), "--out", str(tmp_path / "r"), "--dry-run"])
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
@@ -391,7 +392,7 @@ def test_world_size_divisibility_is_checked():
 def test_dry_run_with_the_reference_settings(tmp_path):
     from endstate.grpo.cli import cli
 
-    args = ["train", "--config", str(ROOT / "configs/grpo.yaml"), "--pool", str(ROOT / "tasks/train/retail.jsonl"),
+    args = ["train", "--config", str(ROOT / "configs/grpo.yaml"), "--pool", without_judge(ROOT / "tasks/train/retail.jsonl"),
             "--out", str(tmp_path / "run"), "--batch-tasks", "18", "--group-size", "8",
             "--steps", "50", "--save-freq", "5", "--nodes", "3", "--gpus-per-node", "8",
             "--device", "cuda", "--dry-run"]
@@ -409,8 +410,8 @@ def test_dry_run_with_the_reference_settings(tmp_path):
 def test_dry_run_on_one_cpu_prints_the_plain_command(tmp_path):
     from endstate.grpo.cli import cli
 
-    pool = ROOT / "tasks/train/retail.jsonl"
-    result = CliRunner().invoke(cli, ["train", "--pool", str(pool), "--out", str(tmp_path / "r"), "--dry-run"])
+    pool = without_judge(ROOT / "tasks/train/retail.jsonl")
+    result = CliRunner().invoke(cli, ["train", "--pool", pool, "--out", str(tmp_path / "r"), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1] == f"launch: grpo train --pool {pool} --out {tmp_path / 'r'}"
 

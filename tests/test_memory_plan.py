@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
+from conftest import without_judge
 from grpo_fixtures import tiny_model  # noqa: F401 - a pytest fixture
 from numerics import approx, stated
 
@@ -22,7 +23,7 @@ from endstate.grpo.memory_plan import (
 )
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
-POOL = str(ROOT / "tasks/train/retail.jsonl")
+POOL = without_judge(ROOT / "tasks/train/retail.jsonl")
 REFERENCE = ["--model-config", "gemma3-27b", "--nodes", "3", "--gpus-per-node", "8", "--device", "cuda",
              "--deepspeed", "zero3-offload", "--rollout-engine", "vllm", "--batch-tasks", "18",
              "--group-size", "8", "--micro-batch", "4", "--max-context", "8192", "--gpu-memory", "79.6",

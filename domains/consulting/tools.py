@@ -19,6 +19,8 @@ from endstate.core.env.tools import Db, ToolError, employee_finder, iso_date, to
 from . import rules
 
 NOW = rules.NOW
+# the tools' bookkeeping timestamp: a task's reward does not hang on it (core.grading.footprint)
+FREE = ("updated_at",)
 
 # Example turns shown to token-level agents before the conversation (few-shot). Small models emit
 # well-formed tool calls only after seeing a few. The entities are fictional: no task uses them.

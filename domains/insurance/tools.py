@@ -31,6 +31,8 @@ from endstate.core.env.tools import (
 )
 
 NOW = "2026-03-10T10:00:00"
+# the tools' bookkeeping timestamp: a task's reward does not hang on it (core.grading.footprint)
+FREE = ("updated_at",)
 
 # Example turns shown to token-level agents before the conversation (few-shot). Small models emit
 # well-formed tool calls only after seeing a few. The entities are fictional: no task uses them.

@@ -26,12 +26,12 @@ from endstate.core.env.domain import Table
 from endstate.core.env.sandbox import Sandbox
 from endstate.core.errors import ConfigurationError, EndstateError
 from endstate.core.grading.checks import ignored, terminal
-from endstate.core.grading.grader import Grader, TaskIndex, check_id, check_recorded_on
+from endstate.core.grading.grader import Grader, TaskIndex, check_id, check_recorded_on, guarded
 from endstate.core.records.jsonl import Loc, SkipLog, fail
 from endstate.grade.listing import aligned
 
 KINDS = ("extra", "different", "missing")
-WHOLE_STATE = ("only_changes", "gold_state")  # check kinds that read every changed row
+WHOLE_STATE = ("only_changes", "gold_state", "footprint")  # check kinds that read every changed row
 TRANSCRIPT = ("said", "judge")  # check kinds that read no table
 Where = tuple[str, str]  # (table, key_text): how checks.terminal names a row
 UNCHANGED = ("unchanged", None)
@@ -92,7 +92,7 @@ def check_views(task: dict[str, Any], graded: dict[str, Any], rows: list[dict[st
     tables = sorted({r["table"] for r in rows})
     columns = sorted({(r["table"], c) for r in rows for c in r["columns"]})
     views = []
-    for i, check in enumerate(task["checks"]):
+    for i, check in enumerate(guarded(task)):
         view = {"id": check_id(check, i), "kind": check["kind"],
                 "detail": details.get(check_id(check, i)), "sees": _sees(check, tables)}
         if "ignore_columns" in check:

@@ -27,7 +27,7 @@ from endstate.grade.listing import count, listing, matches, summary_table
 from endstate.grade.sensitivity import seen_values
 from endstate.grade.show import show
 from endstate.grade.state import output_path, pick_episode, write_state
-from endstate.grade.validate import validate_task
+from endstate.grade.validate import Attempted, validate_task
 
 
 @tool_group(default="score")
@@ -146,16 +146,20 @@ def validate(task_files, domains, judge, skip, quiet):
     tasks = TaskIndex(domains, task_files or builtin_task_files(domains), skip=skip)
     grader = Grader(domains, judge)
     seen = seen_values(tasks)  # arguments are varied with values they have in other tasks' gold
-    unsound = []
+    unsound, attempted = [], Attempted()
     progress = Progress(len(tasks.by_id), "validate", unit="task", quiet=quiet, counts=("sound", "unsound"))
 
     def verdicts():
         for task in tasks:
             verdict = validate_task(grader, task, seen)
+            where = f"{tasks.where[verdict['task_id']]}: task {verdict['task_id']}"
             if not verdict["sound"]:
                 unsound.append(verdict)
-                note(f"{tasks.where[verdict['task_id']]}: task {verdict['task_id']} is unsound: "
-                     + "; ".join(verdict["problems"]))
+                note(f"{where} is unsound: " + "; ".join(verdict["problems"]))
+            if not quiet:
+                for warning in verdict["warnings"]:
+                    note(f"{where}: warning: {warning}")
+            attempted.add(verdict)
             progress.advance({"sound" if verdict["sound"] else "unsound": 1})
             yield verdict
 
@@ -163,6 +167,8 @@ def validate(task_files, domains, judge, skip, quiet):
         write_jsonl(verdicts(), kind="verdict")
     finally:
         progress.close()
+    if not quiet:
+        note(attempted.line())
     if unsound or (skip and skip.entries):
         sys.exit(ExitCode.NO)
 

@@ -102,6 +102,24 @@ class Domain:
         return getattr(self.tools_module, "NOW", DEFAULT_NOW)
 
     @cached_property
+    def free(self) -> tuple[str, ...]:
+        """What the unrequested-change guard lets any task of this domain change (core.grading.
+        footprint): tools.py's FREE, names of columns (`updated_at`: any table), `table.column`s
+        or tables (a log)."""
+        names = getattr(self.tools_module, "FREE", ())
+        if isinstance(names, str) or not all(isinstance(n, str) and self.holds(n) for n in names):
+            raise EndstateError(f"{self.path}/tools.py: FREE must be a tuple of this domain's columns "
+                                f"(`updated_at`: any table), `table.column`s or tables, not {names!r}")
+        return tuple(names)
+
+    def holds(self, name: str) -> bool:
+        """Whether `name` is a table, a `table.column` or a column of some table of this domain."""
+        table, _, column = name.rpartition(".")
+        if table:
+            return table in self.tables and column in self.tables[table].columns
+        return name in self.tables or any(name in t.columns for t in self.tables.values())
+
+    @cached_property
     def checks_module(self) -> ModuleType | None:
         path = self.path / "checks.py"
         return _load_module(path, "checks") if path.exists() else None
