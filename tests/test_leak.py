@@ -109,7 +109,7 @@ def test_a_task_with_another_instruction_passes_both(tmp_path):
 def test_a_bench_task_of_a_user_domain_folder_is_guarded_too(tmp_path):
     """The suites a run knows include each domain folder's tasks/ (bucket: $ENDSTATE_DOMAINS;
     grpo: --domains too)."""
-    line, task = bench_task()
+    _, task = bench_task()
     folder = tmp_path / "domains" / "shop"
     shutil.copytree(ROOT / "domains" / "retail", folder)
     (folder / "tasks").mkdir()

@@ -15,7 +15,7 @@ import sqlite3
 import sys
 import tempfile
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -26,6 +26,7 @@ import orjson
 
 from endstate import cache_dir
 from endstate.core.env.folders import REQUIRED_FILES, domain_dirs
+from endstate.core.env.results import DEFAULT_FORMAT, RESULT_FORMATS
 from endstate.core.env.tools import Tool
 from endstate.core.errors import EndstateError
 
@@ -100,6 +101,16 @@ class Domain:
     @cached_property
     def now(self) -> str:
         return getattr(self.tools_module, "NOW", DEFAULT_NOW)
+
+    @cached_property
+    def render_result(self) -> Callable[[Any], str]:
+        """A tool's return value as its tool message's text, in the format tools.py names with
+        RESULTS (core.env.results; default json)."""
+        name = getattr(self.tools_module, "RESULTS", DEFAULT_FORMAT)
+        if not isinstance(name, str) or name not in RESULT_FORMATS:
+            raise EndstateError(f"{self.path}/tools.py: RESULTS = {name!r} names no tool result "
+                                f"format; use one of {', '.join(map(repr, RESULT_FORMATS))}")
+        return RESULT_FORMATS[name]
 
     @cached_property
     def checks_module(self) -> ModuleType | None:
