@@ -70,12 +70,8 @@ def task_notes(description: Any) -> str:
 def task_issues(raw: dict, where: str) -> list[dict[str, Any]]:
     """tau2's `issues` of a task, checked: objects with an `id`, a `title` and a `status` (open
     when not given); each gets its status filled in."""
-    issues = _get(raw, "issues", list, where, required=False) or []
     checked = []
-    for i, issue in enumerate(issues):
-        at = f"issues[{i}]"
-        if not isinstance(issue, dict):
-            raise InputError(f"{where}: {at}: expected an object, got {type(issue).__name__}")
+    for at, issue in _objects(raw, "issues", where):
         _get(issue, "id", str, where, at)
         _get(issue, "title", str, where, at)
         status = issue.get("status") or "open"
@@ -131,6 +127,16 @@ def _get(obj: dict, key: str, kinds: type | tuple, where: str, path: str = "",
     return value
 
 
+def _objects(obj: dict, key: str, where: str, path: str = "") -> list[tuple[str, dict]]:
+    """obj[key], an array of objects (none when absent), as (path of each, the object)."""
+    at = _join(path, key)
+    items = _get(obj, key, list, where, path, required=False) or []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InputError(f"{where}: {at}[{i}]: expected an object, got {type(item).__name__}")
+    return [(f"{at}[{i}]", item) for i, item in enumerate(items)]
+
+
 def user_instruction(scenario: dict, where: str) -> str:
     """The LLM user's private instruction: tau2's persona and scenario, each part headed."""
     parts = []
@@ -150,17 +156,15 @@ def user_instruction(scenario: dict, where: str) -> str:
 
 
 def _actions(criteria: dict, where: str) -> list[dict[str, Any]]:
-    actions = _get(criteria, "actions", list, where, CRITERIA, required=False) or []
-    for i, action in enumerate(actions):
-        at = f"{CRITERIA}.actions[{i}]"
-        if not isinstance(action, dict):
-            raise InputError(f"{where}: {at}: expected an object, got {type(action).__name__}")
+    actions = []
+    for at, action in _objects(criteria, "actions", where, CRITERIA):
         _get(action, "name", str, where, at)
         _get(action, "arguments", dict, where, at)
         _get(action, "compare_args", list, where, at, required=False)
         if action.get("requestor", "assistant") not in ("assistant", "user"):
             raise InputError(f"{where}: {at}.requestor: expected 'assistant' or 'user', got "
                              f"{action['requestor']!r}")
+        actions.append(action)
     return actions
 
 
