@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 from conftest import ROOT
 
-from endstate.bucket.pool import fingerprint
+from endstate.core.episode.leak import fingerprint
 from endstate.core.records.jsonl import read_jsonl
 
 DOMAINS = ("retail", "travel", "support", "bank")  # in distribution: train and bench
@@ -36,8 +36,8 @@ def test_bench_and_train_share_no_task_id(suites):
 
 
 def test_bench_and_train_share_no_task_content(suites):
-    """Content = domain + normalized user instruction + checks (the fingerprint bucket uses to
-    drop benchmark tasks from a training pool), so a renamed copy is caught too."""
+    """Content = domain, init, user instruction and opening, checks and gold, normalised (the
+    fingerprint of the leak guard of bucket and grpo), so a renamed copy is caught too."""
     bench = {fingerprint(t): loc for loc, t in suites["bench"] + suites["ood"]}
     shared = [f"{loc}: {t['id']} has the content of {bench[fingerprint(t)]}"
               for loc, t in suites["train"] if fingerprint(t) in bench]

@@ -12,9 +12,11 @@ from endstate.bucket import pool as P
 from endstate.bucket.report import plot as plot_histogram
 from endstate.bucket.report import plot_posteriors, table
 from endstate.core.cli import ranges
-from endstate.core.cli.command import bundled, common_options, run, tool_command
-from endstate.core.episode.plan import load_tasks, refuse_held_out
-from endstate.core.records.jsonl import SkipLog, read_jsonl, write_jsonl
+from endstate.core.cli.command import bundled, common_options, env_domain_dirs, run, tool_command
+from endstate.core.env.folders import suite_files
+from endstate.core.episode.leak import refuse_held_out
+from endstate.core.episode.plan import read_tasks
+from endstate.core.records.jsonl import read_jsonl, write_jsonl
 from endstate.core.records.keys import MODES, fold_attempts
 from endstate.core.records.structs import Attempt
 from endstate.core.stats.bands import Bands
@@ -155,9 +157,10 @@ def cli(attempts, opts: BucketOptions, skip):
       bucket --uncertain 0.6 --tasks cands.jsonl att.jsonl | probe -n 12 --resume att.jsonl >> att.jsonl
     """
     rules = opts.rules()
-    tasks = _read_tasks(opts.tasks_file, skip) if opts.tasks_file else None
-    if tasks and not opts.allow_bench:
-        refuse_held_out(tasks.values(), opts.tasks_file, "--allow-bench")
+    located = list(read_tasks([opts.tasks_file], skip)) if opts.tasks_file else None
+    if located and not opts.allow_bench:
+        refuse_held_out(located, opts.tasks_file, "--allow-bench", suite_files(env_domain_dirs()))
+    tasks = {task["id"]: task for _, task in located} if located is not None else None
     bench = [t for path in opts.exclude_files for _, t in read_jsonl([path], "task", skip=skip)]
     read = {"duplicates": opts.duplicates, "tool": "bucket", "skip": skip, "workers": opts.workers,
             "struct": Attempt, "repeats": P.Counts.repeated}
@@ -223,10 +226,6 @@ def _candidates(counts: dict, tasks: dict | None, tasks_file: str | None) -> lis
         click.echo(f"bucket: {len(stray)} task id(s) in the attempts are not in {tasks_file} "
                    f"and are left out (first: {stray[0]})", err=True)
     return list(tasks)
-
-
-def _read_tasks(path: str, skip: SkipLog | None) -> dict[str, dict]:
-    return {task["id"]: task for task in load_tasks([path], skip)}
 
 
 def _emit(records, tasks):

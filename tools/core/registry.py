@@ -1,6 +1,7 @@
 """Extension points: a named registry that a decorator fills, as verl registers its policy losses.
-Agent backends, check kinds, loss aggregations and tool listings are registries; a module outside
-core adds one by decorating a function, and a name registered twice is refused, naming both."""
+Agent backends, check kinds, loss aggregations, tool listings and tool result formats are
+registries; a module outside core adds one by decorating a function, and a name registered twice
+is refused, naming both."""
 
 from __future__ import annotations
 

@@ -293,19 +293,24 @@ def pool_domains(cfg: TrainConfig, tasks: list[dict[str, Any]]):
 
 def pool_tasks(cfg: TrainConfig) -> list[dict[str, Any]]:
     """The pool's tasks, read as every tool reads tasks (--skip-invalid reports what it passed);
-    tasks of a held-out split stop the run unless allow_bench."""
-    from endstate.core.episode.plan import load_tasks, refuse_held_out
+    tasks of a held-out split, or with the content of a bench or ood task of the suites the run
+    knows (built-in, --domains folders'), stop the run unless allow_bench."""
+    from endstate.core.cli.command import env_domain_dirs
+    from endstate.core.env.folders import suite_files
+    from endstate.core.episode.leak import refuse_held_out
+    from endstate.core.episode.plan import read_tasks
     from endstate.core.records.jsonl import SkipLog
 
     skip = SkipLog() if cfg.skip_invalid else None
-    tasks = load_tasks([cfg.pool], skip)
+    located = list(read_tasks([cfg.pool], skip))
     if skip:
         skip.report()
-    if not tasks:
+    if not located:
         raise EndstateError(f"{cfg.pool}: no tasks in the pool")
     if not cfg.allow_bench:
-        refuse_held_out(tasks, cfg.pool, "--allow-bench (YAML: allow_bench: true)")
-    return tasks
+        refuse_held_out(located, cfg.pool, "--allow-bench (YAML: allow_bench: true)",
+                        suite_files([*cfg.domains, *env_domain_dirs()]))
+    return [task for _, task in located]
 
 
 def launch_command(cfg: TrainConfig, args: list[str]) -> str:

@@ -15,7 +15,7 @@ import sqlite3
 import sys
 import tempfile
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -24,7 +24,9 @@ from typing import Any
 
 import orjson
 
-from endstate import DOMAINS_DIR, cache_dir
+from endstate import cache_dir
+from endstate.core.env.folders import REQUIRED_FILES, domain_dirs
+from endstate.core.env.results import DEFAULT_FORMAT, RESULT_FORMATS
 from endstate.core.env.tools import Tool
 from endstate.core.errors import EndstateError
 
@@ -35,7 +37,6 @@ LOG_PREFIX = "_endstate_"
 # (seats.rebase) would otherwise log every row and then delete the log. Tools cannot write it
 # (authorizers: LOG_PREFIX tables are the sandbox's).
 QUIET = f"{LOG_PREFIX}quiet"
-REQUIRED_FILES = ("schema.sql", "seed.py", "tools.py")
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,16 @@ class Domain:
         if table:
             return table in self.tables and column in self.tables[table].columns
         return name in self.tables or any(name in t.columns for t in self.tables.values())
+
+    @cached_property
+    def render_result(self) -> Callable[[Any], str]:
+        """A tool's return value as its tool message's text, in the format tools.py names with
+        RESULTS (core.env.results; default json)."""
+        name = getattr(self.tools_module, "RESULTS", DEFAULT_FORMAT)
+        if not isinstance(name, str) or name not in RESULT_FORMATS:
+            raise EndstateError(f"{self.path}/tools.py: RESULTS = {name!r} names no tool result "
+                                f"format; use one of {', '.join(map(repr, RESULT_FORMATS))}")
+        return RESULT_FORMATS[name]
 
     @cached_property
     def checks_module(self) -> ModuleType | None:
@@ -264,24 +275,12 @@ def remove_change_log(conn: sqlite3.Connection) -> None:
         conn.execute(f'DROP {kind.upper()} "{name}"')
 
 
-def _candidate_dirs(extra: Sequence[str]) -> list[Path]:
-    """Each entry is a domain folder itself or a folder of domain folders."""
-    found = []
-    for root in [DOMAINS_DIR, *map(Path, extra)]:
-        if all((root / f).exists() for f in REQUIRED_FILES):
-            found.append(root)
-        elif root.is_dir():
-            found.extend(sorted(p for p in root.iterdir()
-                                if p.is_dir() and (p / "schema.sql").exists()))
-    return found
-
-
 class Domains:
     """All domains visible to a run, by name."""
 
     def __init__(self, extra_dirs: Sequence[str] = ()):
         self.by_name: dict[str, Domain] = {}
-        for path in _candidate_dirs(extra_dirs):
+        for path in domain_dirs(extra_dirs):
             missing = [f for f in REQUIRED_FILES if not (path / f).exists()]
             if missing:
                 raise EndstateError(f"{path}: not a domain folder, missing {', '.join(missing)}")

@@ -14,6 +14,7 @@ from typing import Any
 
 from endstate.core.env.changes import Changes, key_text
 from endstate.core.env.domain import Domain, Table
+from endstate.core.env.nested import readable_row
 from endstate.core.errors import EndstateError
 from endstate.core.grading import footprint, isolation, match
 from endstate.core.grading.judge import Judge
@@ -204,7 +205,8 @@ def check_gold_state(check: dict, ctx: Context) -> Outcome:
     for where in sorted(mine.keys() | gold.keys()):
         a, b = mine.get(where, "unchanged"), gold.get(where, "unchanged")
         if a != b:
-            diffs.append(f"{where[0]}[{where[1]}]: gold leaves {b!r}, episode leaves {a!r}")
+            diffs.append(f"{where[0]}[{where[1]}]: gold leaves {_readable(b)!r}, episode leaves "
+                         f"{_readable(a)!r}")
     if diffs:
         more = f" (+{len(diffs) - 3} more)" if len(diffs) > 3 else ""
         return False, "terminal state differs from gold: " + "; ".join(diffs[:3]) + more
@@ -222,6 +224,11 @@ def check_footprint(check: dict, ctx: Context) -> Outcome:
                         f"column of domain {ctx.domain.name}; tables: {', '.join(ctx.domain.tables)}")
     paths = [ctx.replayed(ctx.task.get("gold", [])), *map(ctx.replayed, check.get("alternatives", []))]
     return footprint.guard(ctx.changes, paths, footprint.free_of([*ctx.domain.free, *free]))
+
+
+def _readable(end: Any) -> Any:
+    """What a row ends as, for a detail: an imported document's `_absent` bookkeeping folded in."""
+    return readable_row(end) if isinstance(end, dict) else end
 
 
 # -- the transcript ---------------------------------------------------------------------------

@@ -27,16 +27,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from endstate.core.env.changes import Changes, key_text
+from endstate.core.env.nested import ABSENT
 
 Free = Callable[[str, str | None], bool]  # (table, column or None for the whole table) -> free?
 
 
 def free_of(names: Iterable[str]) -> Free:
     """`column`, `table.column` or `table` (the whole table: its name alone, when it is a table
-    of the domain's; `tables` is checked by the caller) as a predicate."""
+    of the domain's; the caller checks the names) as a predicate. An imported document's `_absent`
+    column is always free: it only follows a field that comes or goes, which is itself checked."""
     names = frozenset(names)
     return lambda table, column: (table in names if column is None
-                                  else column in names or f"{table}.{column}" in names or table in names)
+                                  else column == ABSENT or column in names or f"{table}.{column}" in names
+                                  or table in names)
 
 
 @dataclass(frozen=True)

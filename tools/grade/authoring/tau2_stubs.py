@@ -25,8 +25,8 @@ WRITE_PREFIXES = (
     "reschedule_", "reserve_", "reset_", "resume_", "return_", "schedule_", "send_", "set_",
     "submit_", "suspend_", "toggle_", "transfer_funds", "unblock_", "unlock_", "update_",
     "upgrade_")
-HEADER_NAMES = ("Db", "ToolError", "tool", "NOW", "NOT_WRITTEN", "NotRequired", "TypedDict", "Any",
-                "Literal", "Path", "Documents", "DOCS")
+HEADER_NAMES = ("Db", "ToolError", "tool", "NOW", "RESULTS", "NOT_WRITTEN", "NotRequired",
+                "TypedDict", "Any", "Literal", "Path", "Documents", "DOCS")
 _SCALARS = {bool: "bool", int: "int", float: "float", str: "str"}
 
 
@@ -222,6 +222,8 @@ from endstate.core.env.documents import Documents
 from endstate.core.env.tools import Db, ToolError, tool
 
 NOW = "2026-01-15T12:00:00"  # db.now, the domain's clock: set the date your policy.md assumes
+# what a tool returns reaches the agent as tau2 shows it: a string as it is, anything else as JSON
+RESULTS = "tau2"
 NOT_WRITTEN = "tool {{}} is not written yet: write its body in the tools.py of domain {domain}"
 # seed/db.json an entry at a time, as the nested dict it is there: DOCS.load(db, "users", key),
 # change it, DOCS.save(db, "users", key, user) writes back the rows that changed
