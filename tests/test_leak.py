@@ -133,7 +133,8 @@ def test_the_built_in_training_suites_copy_no_bench_or_ood_task(tmp_path):
     result = run_bucket(str(pool))
     assert result.exit_code == 0, result.stderr
     assert len(result.stdout.splitlines()) == len(pool.read_bytes().splitlines())
-    result = run_grpo(str(pool), tmp_path)
+    # the training suites carry judge checks: a judge configured (a dry run calls nobody)
+    result = run_grpo(str(pool), tmp_path, "--judge-model", "judge", "--judge-base-url", "http://127.0.0.1:9/v1")
     assert result.exit_code == 0, result.output
 
 

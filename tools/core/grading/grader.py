@@ -14,9 +14,10 @@ from typing import Any
 import msgspec
 import orjson
 
-from endstate import TASKS_DIR, __version__
+from endstate import __version__
 from endstate.core.env.changes import Changes
 from endstate.core.env.domain import Domain, Domains
+from endstate.core.env.folders import suite_files
 from endstate.core.env.sandbox import Sandbox
 from endstate.core.env.seats import StepBudget
 from endstate.core.episode.plan import read_tasks
@@ -56,10 +57,8 @@ class TaskIndex:
 
 
 def builtin_task_files(domains: Domains) -> list[str]:
-    files = sorted(TASKS_DIR.rglob("*.jsonl"))
-    for d in domains:
-        files += sorted((d.path / "tasks").glob("*.jsonl"))
-    return [str(f) for f in files]
+    """The built-in suites and the `tasks/` folder of every visible domain (core.env.folders)."""
+    return suite_files([str(d.path) for d in domains])
 
 
 @dataclass
