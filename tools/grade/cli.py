@@ -21,6 +21,7 @@ from endstate.core.env.changes import row_count
 from endstate.core.errors import ConfigurationError, EndstateError, ExitCode, InputError
 from endstate.core.grading.grader import Grader, TaskIndex, builtin_task_files, check_recorded_on
 from endstate.core.records.jsonl import fail, read_jsonl, write_jsonl
+from endstate.core.records.keys import MODES
 from endstate.grade.audit import Tally, audited
 from endstate.grade.authoring.cli import import_group, new_domain
 from endstate.grade.listing import count, listing, matches, summary_table
@@ -97,8 +98,11 @@ def score(episodes, task_files, domains, judge, skip):
 @click.option("--summary", is_flag=True,
               help="Print a table per task (audited, got there another way, by kind, the checks "
               "that read the differences) instead of the records.")
+@click.option("--duplicates", type=click.Choice(MODES), default="error", show_default=True,
+              help="Two graded episodes with one episode_id: a bad line naming both (error), or "
+                   "audit the first or the last read and count the other.")
 @common_options(domains=True, skip_invalid=True, quiet=True)
-def audit(graded, task_files, summary, domains, skip, quiet):
+def audit(graded, task_files, summary, duplicates, domains, skip, quiet):
     """List the successes that got there another way: for each graded episode with reward 1, the
     rows where its end state differs from the one the task's gold calls leave (`extra`: changed
     only by the episode; `different`: changed by both, to other values; `missing`: changed only
@@ -115,7 +119,7 @@ def audit(graded, task_files, summary, domains, skip, quiet):
     """
     tally = Tally()
     records = audited(read_jsonl(list(graded), "graded_episode", skip=skip),
-                      TaskIndex(domains, task_files), Grader(domains), tally, skip)
+                      TaskIndex(domains, task_files), Grader(domains), tally, skip, duplicates)
     if summary:
         for _ in records:  # the table counts them all
             pass
