@@ -165,8 +165,8 @@ def test_grade_pipes_into_audit(suite, tmp_path):
     ("stale", "customers[C0001] was {'email': 'wrong@example.com'} when the episode was recorded but "
               "is {'email': 'pedro.kim1@example.com'} in seed + init now"),
     # graded, with a reward that is no reward: said so, not "not graded yet"
-    ("reward 7", "graded_episode record.reward: 7 is not one of [0, 1, None] (schema: "
-                 "schemas/graded_episode.schema.json)\n"),
+    ("reward 7", ("graded_episode record.reward: 7 is not one of [0, 1, None] (schema: "
+                  "schemas/graded_episode.schema.json)\n")),
 ])
 def test_bad_lines_stop_with_file_and_line_or_are_skipped(suite, tmp_path, bad, message):
     task_file, _, by_case, raw = suite
