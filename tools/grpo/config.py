@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -263,6 +264,39 @@ def check_type(key: str, value: Any, where: str = "") -> None:
         raise EndstateError(f"{where}{key}: expected {expected}, got {value!r}")
 
 
+# A flag that does nothing without another: given on the command line without it, it is refused,
+# naming the other (a YAML file is a set of defaults for many runs: its keys are not checked).
+_JUDGE = "a judge (--judge-model and --judge-base-url)"
+IDLE_WITHOUT: dict[str, tuple[Callable[[TrainConfig], Any], str]] = {
+    "eval_every": (lambda c: c.eval_tasks, "--eval-tasks"),
+    "eval_repeats": (lambda c: c.eval_tasks, "--eval-tasks"),
+    "rest_steps": (lambda c: c.rebucket, "--rebucket"),
+    "keep": (lambda c: c.retire or c.rebucket, "--retire or --rebucket"),
+    "base_attempts": (lambda c: c.retire or c.rebucket, "--retire or --rebucket"),
+    "user_url": (lambda c: c.user == "llm", "--user llm"),
+    "user_model": (lambda c: c.user == "llm", "--user llm"),
+    "user_seed": (lambda c: c.user == "llm", "--user llm"),
+    "user_key_env": (lambda c: c.user == "llm", "--user llm"),
+    "judge_cache": (lambda c: c.judge_model, _JUDGE),
+    "judge_key_env": (lambda c: c.judge_model, _JUDGE),
+    "timeout": (lambda c: c.user == "llm" or c.judge_model, f"--user llm or {_JUDGE}"),
+    "retries": (lambda c: c.user == "llm" or c.judge_model, f"--user llm or {_JUDGE}"),
+    "vllm_gpu_memory": (lambda c: c.rollout_engine == "vllm", "--rollout-engine vllm"),
+    "vllm_max_batched_tokens": (lambda c: c.rollout_engine == "vllm", "--rollout-engine vllm"),
+    "vllm_tensor_parallel": (lambda c: c.rollout_engine == "vllm", "--rollout-engine vllm"),
+    "rollout_is_cap": (lambda c: c.rollout_is_level != "off",
+                       "importance weights: --rollout-is token|sequence (auto: on with --rollout-engine vllm)"),
+}
+
+
+def refuse_idle_flags(cfg: TrainConfig, given: set[str]) -> None:
+    for key, (needed, other) in IDLE_WITHOUT.items():
+        if key in given and key in FIELDS and not needed(cfg):
+            flag = "--" + key.replace("_", "-")
+            flag += f"/--no-{flag[2:]}" if FIELDS[key].type == "bool" else ""
+            raise EndstateError(f"{flag} has no effect without {other}: add it, or drop {flag}")
+
+
 def resolve(yaml_path: str | None, flags: dict[str, Any]) -> TrainConfig:
     """Defaults, then the YAML file, then the flags the user actually gave (None = not given)."""
     values = {**load_yaml(yaml_path), **{k: v for k, v in flags.items() if v is not None}}
@@ -276,6 +310,7 @@ def resolve(yaml_path: str | None, flags: dict[str, Any]) -> TrainConfig:
         values["keep"] = [band for v in values["keep"] for band in v.split(",") if band]
     cfg = TrainConfig(**values)
     cfg.validate()
+    refuse_idle_flags(cfg, {k for k, v in flags.items() if v is not None})
     return cfg
 
 

@@ -11,6 +11,7 @@ from click.core import ParameterSource
 
 from endstate.core.cli import ranges
 from endstate.core.cli.command import bundled, common_options, parse_prices
+from endstate.core.cli.run_options import IDLE_WITHOUT, refuse_idle_flags
 from endstate.core.console.progress import Progress, note
 from endstate.core.episode.config import RunConfig, UserMaker, price_of
 from endstate.core.episode.plan import (
@@ -162,6 +163,8 @@ def serve_mcp(task_files, out_file, http: GatewaySettings, attempt, task_ids, ta
       grade gateway.jsonl | evalstats --expect-tasks tasks/bench/retail.jsonl --expect-repeats 4
     """
     _check_mode(http.address)
+    refuse_idle_flags({"user_kind": user_side.user_kind},
+                      {k: IDLE_WITHOUT[k] for k in ("user_urls", "user_model")})
     new_session = SessionMaker(user_side.run_config())
     tasks = runnable_tasks(task_files, domains, skip, select=TaskFilter(ids=task_ids, tags=task_tags))
     refuse_unplayable(tasks, user_side.user_kind)

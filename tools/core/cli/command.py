@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 
 import click
+from click.core import ParameterSource
 
 from endstate import __version__
 from endstate.core.cli import ranges
@@ -149,7 +150,10 @@ def judge_options(fn):
         # here, not at the top: the tools without a judge skip its imports
         from endstate.core.grading.judge import Judge
 
-        return fn(*args, judge=Judge.from_options(judge_model, judge_base_url, judge_cache), **kwargs)
+        judge = Judge.from_options(judge_model, judge_base_url, judge_cache)
+        if judge is None:
+            _refuse_half_a_judge()
+        return fn(*args, judge=judge, **kwargs)
 
     for option in (
         click.option("--judge-cache", type=click.Path(dir_okay=False),
@@ -161,6 +165,19 @@ def judge_options(fn):
                      help="Model answering judge questions (env ENDSTATE_JUDGE_MODEL).")):
         with_judge = option(with_judge)
     return with_judge
+
+
+def _refuse_half_a_judge() -> None:
+    """A judge flag given on the command line that configures no judge: a usage error naming
+    what is missing (a judge needs its model and its URL; the cache serves a judge)."""
+    ctx = click.get_current_context()
+    given = [name for name in ("judge_model", "judge_base_url", "judge_cache")
+             if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise click.UsageError(f"{flag} has no effect without a judge (--judge-model and "
+                               "--judge-base-url, or $ENDSTATE_JUDGE_MODEL and "
+                               f"$ENDSTATE_JUDGE_BASE_URL): give both, or drop {flag}")
 
 
 def parse_prices(ctx, param, values) -> dict[str, tuple[float, float]]:

@@ -7,6 +7,7 @@ import dataclasses
 import functools
 
 import click
+from click.core import ParameterSource
 
 from endstate.core.agent.local_model import EMBEDDED
 from endstate.core.cli import options as flags
@@ -72,11 +73,31 @@ def _options() -> list:
     ]
 
 
+# A flag that does nothing without another: given on the command line without it, refused naming
+# the other (the environment variables are left alone: a batch script may export them for all runs).
+IDLE_WITHOUT = {
+    "user_urls": (lambda kw: kw["user_kind"] == "llm", "--user llm"),
+    "user_model": (lambda kw: kw["user_kind"] == "llm", "--user llm"),
+    "tokenizer": (lambda kw: kw["backend"] == "completions", "--backend completions"),
+    "agent_urls": (lambda kw: kw["backend"] != "local", "--backend chat or completions"),
+}
+
+
+def refuse_idle_flags(kw: dict, table: dict = IDLE_WITHOUT) -> None:
+    """A usage error for the first flag of `table` given on the command line whose partner is not."""
+    ctx = click.get_current_context()
+    for name, (needed, other) in table.items():
+        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE and not needed(kw):
+            flag = next(p.opts[-1] for p in ctx.command.params if p.name == name)
+            raise click.UsageError(f"{flag} has no effect without {other}: add it, or drop {flag}")
+
+
 def run_options(fn):
     @functools.wraps(fn)
     def wrapper(**kw):
         if kw["user_kind"] == "llm" and not (kw["user_urls"] and kw["user_model"]):
             raise click.UsageError("--user llm needs --user-url and --user-model")
+        refuse_idle_flags(kw)
         cfg = RunConfig(
             **{f.name: kw.pop(f.name) for f in dataclasses.fields(EpisodeSettings)},
             backend=kw.pop("backend"), model=kw.pop("model"), tokenizer=kw.pop("tokenizer"),
