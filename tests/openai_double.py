@@ -14,6 +14,12 @@ MAX_HANG_S, idle keep-alive connections are dropped after IDLE_S, and it stops w
         len(ep.requests)  # every request, faulted or not, in arrival order
     with FakeEndpoint(completions=..., tokenizer="path/to/tokenizer", served=["qwen"]) as ep:
         ep.checks  # the /v1/models and /tokenize calls, kept apart (faults do not apply to them)
+    with FakeEndpoint(policy=..., key="sk-a") as ep:  # 401 for any other bearer token
+        ep.authorizations  # the Authorization header of every request, checks included
+
+A tool's preflight request (core.wire.preflight: one token, its own probe prompt) is a start-up
+check too, answered and kept apart, unless `preflight_faults=True` makes it a request like any
+other (numbered, faulted, in `requests`), for the tests of the preflight itself.
 
 An asyncio server on its own thread (or process): hundreds of concurrent requests cost one
 coroutine each, not a thread each, so the double is never the bottleneck of a benchmark.
@@ -138,9 +144,11 @@ class FakeEndpoint:
                  completions: Callable[[dict], CompletionReply] | None = None,
                  latency: float = 0.0, faults: Faults | None = None, port: int = 0,
                  tokenizer: Any = None, served: Iterable[str] | None = None,
-                 max_model_len: int = 8192):
+                 max_model_len: int = 8192, key: str | None = None, preflight_faults: bool = False,
+                 echo_headers: bool = False):
         """`tokenizer`: a transformers tokenizer or its folder, for /tokenize; `served`: the model
-        names /v1/models lists, each with `max_model_len`."""
+        names /v1/models lists, each with `max_model_len`; `key`: the only bearer token taken;
+        `echo_headers`: an error answer quotes the request's headers back (some servers do)."""
         if isinstance(tokenizer, (str, Path)):
             from transformers import AutoTokenizer
 
@@ -148,6 +156,8 @@ class FakeEndpoint:
         self.tokenizer, self.max_model_len = tokenizer, max_model_len
         self.served = None if served is None else list(served)
         self.checks: list[tuple[str, str, dict]] = []  # (method, path, body) of start-up calls
+        self.key, self.preflight_faults, self.echo_headers = key, preflight_faults, echo_headers
+        self.authorizations: list[str | None] = []  # every request's Authorization header
         self.answers = list(answers or [])
         self.policy, self.completions = policy, completions
         self.latency, self.faults = latency, faults or (lambda i: None)
@@ -170,12 +180,16 @@ class FakeEndpoint:
     # -- deciding the answer ------------------------------------------------------------------
 
     def _startup_answer(self, method: str, path: str, data: bytes) -> Fault | dict | None:
-        """vLLM's answers to /v1/models and /tokenize (404 when not configured); None for any
-        other path. Kept out of `requests`, and never faulted, so request numbers stay those of
-        the model calls."""
+        """vLLM's answers to /v1/models and /tokenize (404 when not configured), and a preflight
+        request's; None for any other request. Kept out of `requests`, and never faulted, so
+        request numbers stay those of the model calls."""
+        body = orjson.loads(data) if data else {}
+        if self._preflight(method, body) and not self.preflight_faults:
+            self.checks.append((method, path, body))
+            return (_chat_payload(body, "ready") if path.endswith("/chat/completions")
+                    else _completion_payload(body, [0]))
         if (method, path) not in (("GET", "/v1/models"), ("POST", "/tokenize")):
             return None
-        body = orjson.loads(data) if data else {}
         self.checks.append((method, path, body))
         if path == "/v1/models":
             if self.served is None:
@@ -189,6 +203,16 @@ class FakeEndpoint:
         if body.get("return_token_strs"):
             answer["token_strs"] = self.tokenizer.convert_ids_to_tokens(ids)
         return answer
+
+    @staticmethod
+    def _preflight(method: str, body: Any) -> bool:
+        try:
+            from endstate.core.episode.preflight import PROBE_IDS
+            from endstate.core.wire.preflight import PROBE_MESSAGES
+        except ImportError:  # an endstate without a preflight sends no probe
+            return False
+        return method == "POST" and isinstance(body, dict) and body.get("max_tokens") == 1 and (
+            body.get("messages") == PROBE_MESSAGES or body.get("prompt") == PROBE_IDS)
 
     def _answer(self, path: str, data: bytes) -> Fault | dict:
         n = len(self._bodies)
@@ -227,7 +251,11 @@ class FakeEndpoint:
                            (h.partition(":") for h in header_lines if h)}
                 data = await reader.readexactly(int(headers.get("content-length", 0)))
                 method, path = request_line.split(" ")[:2]
-                answer = self._startup_answer(method, path, data)
+                self.authorizations.append(headers.get("authorization"))
+                if self.key is not None and headers.get("authorization") != f"Bearer {self.key}":
+                    answer = Fault("http", 401)
+                else:
+                    answer = self._startup_answer(method, path, data)
                 if answer is None:
                     answer = self._answer(path, data)
                 if self.latency:
@@ -242,8 +270,8 @@ class FakeEndpoint:
                     writer.close()
                     return
                 if isinstance(answer, Fault):
-                    status, payload = answer.status, {"error": {"message": "injected fault",
-                                                                "type": "server_error"}}
+                    said = f"injected fault; request headers: {headers}" if self.echo_headers else "injected fault"
+                    status, payload = answer.status, {"error": {"message": said, "type": "server_error"}}
                 else:
                     status, payload = 200, answer
                 out = orjson.dumps(payload)

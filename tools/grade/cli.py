@@ -12,12 +12,14 @@ from endstate.core.cli.command import (
     bundled,
     common_options,
     judge_options,
+    preflight_option,
     run,
     tool_group,
 )
 from endstate.core.console import stdio
 from endstate.core.console.progress import Progress, note
 from endstate.core.env.changes import row_count
+from endstate.core.episode.preflight import check_endpoints, needs_judge
 from endstate.core.errors import ConfigurationError, EndstateError, ExitCode, InputError
 from endstate.core.grading.grader import Grader, TaskIndex, builtin_task_files, check_recorded_on
 from endstate.core.records.jsonl import fail, read_jsonl, write_jsonl
@@ -48,8 +50,9 @@ def cli():
 @click.option("--tasks", "task_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="Task definitions (JSONL, repeatable). Default: the built-in suites.")
 @judge_options
-@common_options(domains=True, skip_invalid=True)
-def score(episodes, task_files, domains, judge, skip):
+@preflight_option
+@common_options(domains=True, skip_invalid=True, quiet=True)
+def score(episodes, task_files, domains, judge, preflight, skip, quiet):
     """Emit each episode with its reward (1 if every check passes, 0 if not, null on system error).
 
     The terminal state is rebuilt from the domain seed + the task's init + the episode's recorded
@@ -61,6 +64,7 @@ def score(episodes, task_files, domains, judge, skip):
       grade --tasks tasks/bench/retail.jsonl episodes.jsonl | jq -c '{task_id, reward}'
     """
     tasks = TaskIndex(domains, task_files)
+    check_endpoints(None, judge if needs_judge(list(tasks)) else None, quiet=quiet, enabled=preflight)
     grader = Grader(domains, judge)
     counts = {0: 0, 1: 0, None: 0}
     problems: dict[str, str | None] = {}  # per task: why it cannot be graded here
@@ -87,8 +91,9 @@ def score(episodes, task_files, domains, judge, skip):
             yield result
 
     write_jsonl(graded(), kind="graded_episode")
-    click.echo(f"graded {sum(counts.values())}: reward 1 ×{counts[1]}, 0 ×{counts[0]}, "
-               f"system_error ×{counts[None]}", err=True)
+    if not quiet:
+        click.echo(f"graded {sum(counts.values())}: reward 1 ×{counts[1]}, 0 ×{counts[0]}, "
+                   f"system_error ×{counts[None]}", err=True)
 
 
 @cli.command()
@@ -134,8 +139,9 @@ def audit(graded, task_files, summary, duplicates, domains, skip, quiet):
 @cli.command()
 @click.argument("task_files", nargs=-1, type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @judge_options
+@preflight_option
 @common_options(domains=True, skip_invalid=True, quiet=True)
-def validate(task_files, domains, judge, skip, quiet):
+def validate(task_files, domains, judge, preflight, skip, quiet):
     """Prove tasks sound: gold passes, doing nothing fails, dropping any single writing gold call
     fails, and so does changing any argument of one that the call does not list as `free`. Emits
     one verdict per task; exits 1 if any task is unsound.
@@ -148,6 +154,7 @@ def validate(task_files, domains, judge, skip, quiet):
       grade validate tasks/bench/retail.jsonl | jq -c 'select(.sound | not)'
     """
     tasks = TaskIndex(domains, task_files or builtin_task_files(domains), skip=skip)
+    check_endpoints(None, judge if needs_judge(list(tasks)) else None, quiet=quiet, enabled=preflight)
     grader = Grader(domains, judge)
     seen = seen_values(tasks)  # arguments are varied with values they have in other tasks' gold
     unsound = []

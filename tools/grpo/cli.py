@@ -34,6 +34,12 @@ HELP = {
     "judge_model": "Model answering judge checks (with --judge-base-url; probe's flags).",
     "judge_base_url": "OpenAI-compatible endpoint of the judge.",
     "judge_cache": "SQLite file of cached verdicts [default: judge.sqlite in the endstate cache].",
+    "user_key_env": "--user llm: the environment variable holding the user endpoint's API key "
+                    "(unset: $OPENAI_API_KEY; docs/cli.md, API keys).",
+    "judge_key_env": "The environment variable holding the judge endpoint's API key (unset: "
+                     "$OPENAI_API_KEY where the user's host is the same).",
+    "preflight": "Before anything loads, check that the user's and the judge's endpoints list their "
+                 "model and answer a one-token request; exit 2 naming the one that does not.",
     "timeout": "Seconds per call of the user's and the judge's models [default: max(60, "
                "max-new-tokens / 4)] (rollout's --timeout).",
     "retries": "Calls per user or judge request in all, with exponential backoff, before the "

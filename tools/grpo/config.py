@@ -15,18 +15,21 @@ import click
 
 from endstate.core.cli.options import FLAG_TYPES
 from endstate.core.cli.ranges import (
+    KEY_ENV,
     REPEATS,
     RETRIES,
     SECONDS,
     SEED,
     URL,
     EndpointURL,
+    KeyEnv,
     count,
     number,
 )
 from endstate.core.episode.settings import EpisodeSettings
 from endstate.core.errors import EndstateError
 from endstate.core.stats.bands import DEFAULT_NAMES
+from endstate.core.wire.keys import ROLE_KEYS, Role, resolve_keys
 from endstate.grpo.algorithm import LOSS_AGGREGATIONS
 from endstate.grpo.correction import IS_LEVELS
 
@@ -49,7 +52,7 @@ RANGES: dict[str, click.ParamType] = {
     "host_memory": number(0, 1e6, min_open=True),
     "eval_every": count(0, 10**6), "eval_repeats": REPEATS, "timeout": SECONDS, "retries": RETRIES,
     # not numbers, checked the same way when read from a flag or the YAML file
-    "user_url": URL, "judge_base_url": URL,
+    "user_url": URL, "judge_base_url": URL, "user_key_env": KEY_ENV, "judge_key_env": KEY_ENV,
 }
 # Sampling settings the trainer cannot compute its log-probs under: (the value that changes
 # nothing, why). The update's ratio π_θ/π_old is only right when both are the distribution the
@@ -115,8 +118,12 @@ class TrainConfig(EpisodeSettings):
     judge_model: str | None = None  # judge checks: the model answering YES/NO
     judge_base_url: str | None = None
     judge_cache: str | None = None  # SQLite file of cached verdicts
+    # the variables holding the user's and the judge's API keys (core.wire.keys): names, never keys
+    user_key_env: str = ROLE_KEYS["user"]
+    judge_key_env: str = ROLE_KEYS["judge"]
     timeout: float | None = None  # seconds per call of the user's and the judge's models
     retries: int = 4  # calls per request in all, with backoff, before a system error
+    preflight: bool = True  # the user's and the judge's endpoints answer before anything loads
     # a held-out evaluation during the run (grpo/evaluation.py)
     eval_tasks: str | None = None  # task JSONL, never trained on
     eval_every: int = 0  # steps between evaluations (step 0 and the last step always); 0: those two
@@ -195,7 +202,7 @@ class TrainConfig(EpisodeSettings):
         """A YAML value skips click: each is held to its flag's range (or URL check) here."""
         for name, kind in {**FLAG_TYPES, **RANGES}.items():
             value = getattr(self, name)
-            if value is None or not isinstance(kind, (click.IntRange, click.FloatRange, EndpointURL)):
+            if value is None or not isinstance(kind, (click.IntRange, click.FloatRange, EndpointURL, KeyEnv)):
                 continue
             for one in value if isinstance(value, list) else [value]:
                 try:
@@ -312,6 +319,13 @@ def resolve(yaml_path: str | None, flags: dict[str, Any]) -> TrainConfig:
     cfg.validate()
     refuse_idle_flags(cfg, {k for k, v in flags.items() if v is not None})
     return cfg
+
+
+def role_keys(cfg: TrainConfig) -> tuple[dict[str, str | None], dict[str, str]]:
+    """The user's and the judge's API keys, and why one gets none (core.wire.keys)."""
+    judged = [cfg.judge_base_url] if cfg.judge_model and cfg.judge_base_url else []
+    return resolve_keys([Role("user", cfg.user_url if cfg.user == "llm" else [], cfg.user_key_env),
+                         Role("judge", judged, cfg.judge_key_env)])
 
 
 def pool_domains(cfg: TrainConfig, tasks: list[dict[str, Any]]):

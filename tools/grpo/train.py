@@ -58,6 +58,7 @@ from endstate.core.agent.local_model import LocalGenerator, resolve_model
 from endstate.core.agent.trace import ChatTemplate
 from endstate.core.console.progress import Progress, note
 from endstate.core.episode.plan import refuse, refuse_unplayable
+from endstate.core.episode.preflight import check_endpoints
 from endstate.core.errors import EndstateError
 from endstate.core.grading.grader import Grader
 from endstate.core.grading.judge import Judge
@@ -72,7 +73,7 @@ from endstate.grpo.checkpoint import (
     save_checkpoint,
     truncate_log,
 )
-from endstate.grpo.config import TrainConfig, pool_domains, pool_tasks
+from endstate.grpo.config import TrainConfig, pool_domains, pool_tasks, role_keys
 from endstate.grpo.dashboards import Dashboards, scalars
 from endstate.grpo.distributed import init_distributed, leave_distributed
 from endstate.grpo.engine import Policy, ds_config, resolve_ds_config
@@ -95,9 +96,14 @@ def derived_seed(*parts: Any) -> int:
 
 
 def judge_of(cfg: TrainConfig) -> Judge | None:
-    """The judge --judge-model and --judge-base-url name, with the run's timeout and retries."""
-    return Judge.from_options(cfg.judge_model, cfg.judge_base_url, cfg.judge_cache,
-                              timeout_s=run_config(cfg, 0).timeout, retries=cfg.retries)
+    """The judge --judge-model and --judge-base-url name, with the run's timeout, retries and
+    its own API key (core.wire.keys)."""
+    judge = Judge.from_options(cfg.judge_model, cfg.judge_base_url, cfg.judge_cache,
+                               api_key=role_keys(cfg)[0].get("judge"),
+                               timeout_s=run_config(cfg, 0).timeout, retries=cfg.retries)
+    if judge is not None:
+        judge.key_env = cfg.judge_key_env  # named in the preflight's words about a refused key
+    return judge
 
 
 def runnable_pool(tasks: list[dict[str, Any]], grader: Grader, user: str) -> None:
@@ -136,6 +142,12 @@ class Trainer:
         self.last_eval: float | None = None  # pass@1 of the latest held-out evaluation
         if self.evaluation:
             runnable_pool(self.evaluation.tasks, self.grader, cfg.user)
+        first = os.environ.get("RANK", "0") == "0"
+        for warning in role_keys(cfg)[1].values() if first else ():
+            log(f"warning: {warning}")
+        # every endpoint answers before a rank, a model or an engine starts (each rank asks)
+        check_endpoints(run_config(cfg, 0), self.grader.judge, quiet=quiet or not first,
+                        enabled=cfg.preflight)
         if cfg.device == "cuda":  # before NCCL comes up: each rank on its own GPU
             import torch
 
