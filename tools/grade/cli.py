@@ -264,9 +264,9 @@ class StateOf:
 @click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
 @click.option("--tasks", "task_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="Task definitions (JSONL, repeatable). Default: the built-in suites.")
-@common_options(domains=True, skip_invalid=True)
+@common_options(domains=True, skip_invalid=True, quiet=True)
 @bundled("which", StateOf)
-def state(episodes, which: StateOf, out_file, diff_db, force, task_files, domains, skip):
+def state(episodes, which: StateOf, out_file, diff_db, force, task_files, domains, skip, quiet):
     """Write the database an episode left behind to a SQLite file (sqlite3, sqlite-utils and
     Datasette open it), rebuilt as the grader rebuilds it: seed + the task's init + the episode's
     recorded diff. --gold writes the task's gold end state instead, --initial seed + init.
@@ -309,8 +309,9 @@ def state(episodes, which: StateOf, out_file, diff_db, force, task_files, domain
         counts = write_state(domain, task.get("init"), changes, out, diff_tables=diff_db)
     except EndstateError as e:
         raise (InputError(f"{loc}: {e.message}") if loc else e) from None
-    click.echo(f"wrote {out}: {what} of task {task_id} ({domain.name}), {len(counts)} tables, "
-               f"{sum(counts.values()):,} rows, {row_count(changes)} changed row(s)", err=True)
+    if not quiet:
+        click.echo(f"wrote {out}: {what} of task {task_id} ({domain.name}), {len(counts)} tables, "
+                   f"{sum(counts.values()):,} rows, {row_count(changes)} changed row(s)", err=True)
 
 
 cli.add_command(show)  # grade show: grade/show.py

@@ -71,6 +71,8 @@ HELP = {
     "log_ratio_clamp": "Clamp every log-ratio to ±this before exp (no inf or NaN).",
     "max_rounds": "Generation rounds per step (zero-variance refills, re-generations).",
     "max_regenerations": "Re-generations of one task per step after a system error.",
+    "max_error_steps": "Error steps (every episode a system error: nothing to train on) in a row "
+                       "after which the run stops, exit 6, naming the errors.",
     "lr": "AdamW learning rate.", "weight_decay": "AdamW weight decay.",
     "grad_clip": "Gradient-norm clip.", "micro_batch": "Sequences per forward/backward.",
     "deepspeed": "configs/deepspeed/NAME.json (zero0, zero2, zero3, zero3-offload) or a JSON path.",
@@ -183,7 +185,7 @@ def dry_run_report(cfg, args: list[str]) -> None:
     from endstate.grpo.engine import resolve_ds_config
     from endstate.grpo.evaluation import Evaluation
     from endstate.grpo.memory_plan import plan_lines, require_fit
-    from endstate.grpo.train import judge_of, runnable_pool
+    from endstate.grpo.prepare import judge_of, runnable_pool
 
     tasks = pool_tasks(cfg)
     grader = Grader(pool_domains(cfg, tasks), judge_of(cfg))
@@ -216,8 +218,8 @@ def dry_run_report(cfg, args: list[str]) -> None:
 @cli.command()
 @click.argument("checkpoint", type=click.Path(exists=True, file_okay=False))
 @click.argument("target", type=click.Path(file_okay=False))
-@common_options()
-def export(checkpoint, target):
+@common_options(quiet=True)
+def export(checkpoint, target, quiet):
     """Write CHECKPOINT (a run folder: its latest checkpoint; or a checkpoints/step-N folder) as a
     plain HF folder TARGET (fp32 weights rebuilt from the DeepSpeed state, config, tokenizer).
 
@@ -226,10 +228,13 @@ def export(checkpoint, target):
       grpo export runs/r1 runs/r1-hf
       rollout tasks/bench/retail.jsonl -n 4 --model runs/r1-hf > episodes.jsonl
     """
+    # rebuilding the weights is CPU work: no accelerator probe (DeepSpeed warns on a box without one)
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
     from endstate.grpo.export import export_checkpoint
 
     folder = export_checkpoint(Path(checkpoint), Path(target))
-    click.echo(f"exported {folder} to {target}", err=True)
+    if not quiet:
+        click.echo(f"exported {folder} to {target}", err=True)
 
 
 main = run(cli)

@@ -43,7 +43,7 @@ RANGES: dict[str, click.ParamType] = {
     "adv_eps": number(0, 1), "clip_low": number(0, 1), "clip_high": number(0, 10),
     "kl_coef": number(0, 100), "rollout_is_cap": number(1, 1e6), "dual_clip": number(0, 1e6),
     "log_ratio_clamp": number(0, 80, min_open=True),  # exp(88) overflows fp32
-    "max_rounds": count(1, 1000), "max_regenerations": count(0, 1000),
+    "max_rounds": count(1, 1000), "max_regenerations": count(0, 1000), "max_error_steps": count(1, 10**6),
     "lr": number(0, 1, min_open=True), "weight_decay": number(0, 10), "grad_clip": number(0, 1e6),
     "micro_batch": count(1, 2**16), "logits_chunk": count(1, 2**24),
     "vllm_gpu_memory": number(0, 1, min_open=True), "vllm_max_batched_tokens": count(1, 2**24),
@@ -97,6 +97,7 @@ class TrainConfig(EpisodeSettings):
     log_ratio_clamp: float = 20.0  # every log-ratio clamped to ±this before exp
     max_rounds: int = 4  # generation rounds per step (zero-variance refills, re-generations)
     max_regenerations: int = 2  # per task and step, after a system error
+    max_error_steps: int = 2  # steps in a row whose every episode is a system error: then stop
     # optimization
     lr: float = 1e-6
     weight_decay: float = 0.0

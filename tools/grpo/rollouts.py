@@ -119,3 +119,10 @@ def run_groups(tasks: list[dict[str, Any]], group_size: int, cfg: RunConfig, dom
         progress.close()
     assert all(e is not None for row in graded for e in row), "an episode was not graded"
     return [Group(task["id"], [e["reward"] for e in row], row) for task, row in zip(tasks, graded)]
+
+
+def slim(episode: dict[str, Any]) -> dict[str, Any]:
+    """What the trainer keeps of a graded episode (the rest stays out of all_gather)."""
+    keep = ("episode_id", "task_id", "domain", "attempt", "reward", "status", "error", "policy",
+            "usage", "cost_usd", "turns", "termination")
+    return {k: episode.get(k) for k in keep}

@@ -68,8 +68,8 @@ def run_cmd(task_files, repeats, resume, cfg, select, domains, skip, quiet):
 
 @cli.command()
 @click.argument("episodes", nargs=-1, type=click.Path(allow_dash=True))
-@common_options(domains=True, skip_invalid=True)
-def parity(episodes, domains, skip):
+@common_options(domains=True, skip_invalid=True, quiet=True)
+def parity(episodes, domains, skip, quiet):
     """Re-interpret every recorded raw completion with this endstate's interpreter and compare
     tool names, typed arguments, reasoning and text with what the episode recorded (what the
     serving endpoint parsed, for the chat backend). Prints mismatches per turn, and whether the
@@ -114,7 +114,8 @@ def parity(episodes, domains, skip):
             mismatches += 1
             stdio.echo(f"{backend} episodes were prompted differently: " + "; ".join(
                 f"{k} {' vs '.join(sorted(v))}" for k, v in mixed.items()))
-    click.echo(f"parity: {turns} turn(s), {mismatches} mismatch(es)", err=True)
+    if not quiet:
+        click.echo(f"parity: {turns} turn(s), {mismatches} mismatch(es)", err=True)
     if mismatches:
         sys.exit(ExitCode.NO)
 

@@ -103,7 +103,7 @@ OWN_OPTIONS = ("-h", "--help", "--version")  # what a default group answers itse
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 version_option = click.version_option(__version__, "--version", message="%(prog)s (endstate) %(version)s")
 quiet_option = click.option("-q", "--quiet", is_flag=True,
-                            help="No progress bar and no summary line on stderr.")
+                            help="Errors and warnings only on stderr: no progress, no summary.")
 
 
 verbose_option = click.option(
