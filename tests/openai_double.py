@@ -145,10 +145,11 @@ class FakeEndpoint:
                  latency: float = 0.0, faults: Faults | None = None, port: int = 0,
                  tokenizer: Any = None, served: Iterable[str] | None = None,
                  max_model_len: int = 8192, key: str | None = None, preflight_faults: bool = False,
-                 echo_headers: bool = False):
+                 echo_headers: bool = False, tls: Any = None):
         """`tokenizer`: a transformers tokenizer or its folder, for /tokenize; `served`: the model
         names /v1/models lists, each with `max_model_len`; `key`: the only bearer token taken;
-        `echo_headers`: an error answer quotes the request's headers back (some servers do)."""
+        `echo_headers`: an error answer quotes the request's headers back (some servers do);
+        `tls`: an ssl.SSLContext to serve https://localhost with (a hosted endpoint's scheme)."""
         if isinstance(tokenizer, (str, Path)):
             from transformers import AutoTokenizer
 
@@ -157,6 +158,7 @@ class FakeEndpoint:
         self.served = None if served is None else list(served)
         self.checks: list[tuple[str, str, dict]] = []  # (method, path, body) of start-up calls
         self.key, self.preflight_faults, self.echo_headers = key, preflight_faults, echo_headers
+        self.tls = tls
         self.authorizations: list[str | None] = []  # every request's Authorization header
         self.answers = list(answers or [])
         self.policy, self.completions = policy, completions
@@ -175,7 +177,7 @@ class FakeEndpoint:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"https://localhost:{self.port}/v1" if self.tls else f"http://127.0.0.1:{self.port}/v1"
 
     # -- deciding the answer ------------------------------------------------------------------
 
@@ -287,7 +289,8 @@ class FakeEndpoint:
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def _start(self) -> None:
-        self._server = await asyncio.start_server(self._connection, "127.0.0.1", self.port, backlog=2048)
+        self._server = await asyncio.start_server(self._connection, "127.0.0.1", self.port, backlog=2048,
+                                                  ssl=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
 
     def __enter__(self) -> FakeEndpoint:

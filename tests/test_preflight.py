@@ -29,10 +29,13 @@ def dead_url() -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
-def tool(name: str, *args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, float]:
+def tool(name: str, *args: str, env: dict | None = None, unset: tuple[str, ...] = ()
+         ) -> tuple[subprocess.CompletedProcess, float]:
+    """Run a tool with `env` added to the tests' environment and the variables `unset` left out."""
     started = time.monotonic()
+    base = {k: v for k, v in launcher_env().items() if k not in unset}
     done = subprocess.run([str(BIN / name), *args], capture_output=True, text=True, timeout=600,
-                          env={**launcher_env(), **(env or {})}, check=False)
+                          env={**base, **(env or {})}, check=False)
     return done, time.monotonic() - started
 
 
