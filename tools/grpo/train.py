@@ -150,7 +150,8 @@ class Trainer:
             from endstate.grpo.vllm_engine import VLLMGenerator
 
             self.vllm = VLLMGenerator(self.model_dir, cfg.max_context, cfg.vllm_gpu_memory, cfg.seed,
-                                      cfg.vllm_max_batched_tokens, device=cfg.device)
+                                      cfg.vllm_max_batched_tokens, device=cfg.device,
+                                      tensor_parallel=cfg.vllm_tensor_parallel)
         if cfg.resume:
             self._resume()
         elif self.rank == 0:
@@ -234,9 +235,11 @@ class Trainer:
     def _groups(self, tasks: list[dict[str, Any]], size: int, bases: list[int], seed: int) -> list[Group]:
         """`size` episodes of each task with the current weights, the ranks sharing the tasks."""
         mine = list(range(self.rank, len(tasks), self.world))
+        generate = self._generator(seed)
         local = run_groups([tasks[i] for i in mine], size, run_config(self.cfg, seed, self.prompting),
-                           self.domains, self.grader, self.template, self._generator(seed),
+                           self.domains, self.grader, self.template, generate,
                            [bases[i] for i in mine], quiet=self.quiet or self.rank != 0)
+        getattr(generate, "finish", lambda: None)()  # a shared engine: until its group is done
         keep = (lambda e: e) if self.cfg.save_episodes else slim  # --save-episodes: rank 0 writes them whole
         local = [Group(g.task_id, g.rewards, [keep(e) for e in g.episodes]) for g in local]
         if self.world == 1:
