@@ -11,18 +11,23 @@ and Proxy-Authorization header it gets. `refuse` makes it answer every CONNECT w
 from __future__ import annotations
 
 import asyncio
-import threading
-from typing import Self
 from urllib.parse import urlsplit
 
+from server_thread import ServerThread
 
-class LocalProxy:
+
+class LocalProxy(ServerThread):
+    thread_name = "http-proxy"
+
     def __init__(self, refuse: int | None = None):
         self.refuse = refuse
         self.lines: list[str] = []
         self.authorizations: list[str | None] = []
         self.port = 0
-        self._loop = asyncio.new_event_loop()
+
+    async def _start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
 
     @property
     def url(self) -> str:
@@ -85,31 +90,3 @@ class LocalProxy:
             writer.write(answer + await upstream[0].readexactly(length))
             await writer.drain()
             line, headers, body = await self._head(reader)
-
-    def __enter__(self) -> Self:
-        started = threading.Event()
-
-        async def start() -> None:
-            self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-            self.port = self._server.sockets[0].getsockname()[1]
-
-        def serve() -> None:
-            asyncio.set_event_loop(self._loop)
-            self._loop.run_until_complete(start())
-            started.set()
-            self._loop.run_forever()
-
-        self._thread = threading.Thread(target=serve, name="http-proxy", daemon=True)
-        self._thread.start()
-        started.wait(10)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        async def stop() -> None:
-            self._server.close()
-            for task in [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]:
-                task.cancel()
-
-        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(5)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Union
 
 import orjson
+from server_thread import ServerThread
 
 MAX_HANG_S = 10.0  # an injected timeout never holds a connection longer than this
 IDLE_S = 30.0  # a keep-alive connection with no request for this long is closed
@@ -134,7 +135,7 @@ def _completion_payload(body: dict, reply: list[int] | tuple[list[int], str]) ->
                       "total_tokens": len(prompt_ids) + len(ids)}}
 
 
-class FakeEndpoint:
+class FakeEndpoint(ServerThread):
     """`answers` (the old, simplest form) are consumed in order: a string is the assistant's reply,
     an int an HTTP status; when they run out the answer is 500. Or give `policy(body) -> ChatReply`
     and/or `completions(body) -> CompletionReply`. `faults(n)` is asked first for each request."""
@@ -292,33 +293,6 @@ class FakeEndpoint:
         self._server = await asyncio.start_server(self._connection, "127.0.0.1", self.port, backlog=2048,
                                                   ssl=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
-
-    def __enter__(self) -> FakeEndpoint:
-        self._loop = asyncio.new_event_loop()
-        started = threading.Event()
-
-        def serve() -> None:
-            asyncio.set_event_loop(self._loop)
-            self._loop.run_until_complete(self._start())
-            started.set()
-            self._loop.run_forever()
-
-        self._thread = threading.Thread(target=serve, name="openai-double", daemon=True)
-        self._thread.start()
-        started.wait(10)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        async def stop() -> None:
-            self._server.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(5)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
 
 
 def main(argv: list[str]) -> None:
