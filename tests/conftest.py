@@ -15,6 +15,10 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Seeds are cached by content digest; keep the test run's cache out of the user's home.
 os.environ.setdefault("ENDSTATE_CACHE", os.path.join(tempfile.gettempdir(), "endstate-test-cache"))
+# The tests' endpoints are loopback doubles: a proxy this box's environment names must not carry
+# them (tests/test_proxy.py sets its own proxy variables).
+for _name in ("no_proxy", "NO_PROXY"):
+    os.environ[_name] = ",".join(filter(None, [os.environ.get(_name), "127.0.0.1", "localhost"]))
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

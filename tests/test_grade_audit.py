@@ -170,6 +170,9 @@ def test_grade_pipes_into_audit(suite, tmp_path):
                  "not graded yet): pipe the episodes through `grade` first"),
     ("stale", "customers[C0001] was {'email': 'wrong@example.com'} when the episode was recorded but "
               "is {'email': 'pedro.kim1@example.com'} in seed + init now"),
+    # graded, with a reward that is no reward: said so, not "not graded yet"
+    ("reward 7", ("graded_episode record.reward: 7 is not one of [0, 1, None] (schema: "
+                  "schemas/graded_episode.schema.json)\n")),
 ])
 def test_bad_lines_stop_with_file_and_line_or_are_skipped(suite, tmp_path, bad, message):
     task_file, _, by_case, raw = suite
@@ -177,9 +180,12 @@ def test_bad_lines_stop_with_file_and_line_or_are_skipped(suite, tmp_path, bad, 
         bad = orjson.dumps({**by_case["different"], "task_id": "no-such-task"}) + b"\n"
     elif bad == "ungraded":
         bad = orjson.dumps(raw["extra"]) + b"\n"
+    elif bad == "reward 7":
+        bad = orjson.dumps({**by_case["extra"], "episode_id": "seven", "reward": 7}) + b"\n"
     elif bad == "stale":  # a diff that no longer applies to seed + init: grade refuses it too
         stale = copy.deepcopy(by_case["extra"])
         stale["changes"]["customers"]["updated"][0]["before"]["email"] = "wrong@example.com"
+        stale["episode_id"] = "stale"  # another episode, not the first line's again
         bad = orjson.dumps(stale) + b"\n"
     message = message.replace("{tasks}", str(task_file))
     path = tmp_path / "mixed.jsonl"
@@ -192,6 +198,23 @@ def test_bad_lines_stop_with_file_and_line_or_are_skipped(suite, tmp_path, bad, 
     assert p.returncode == 0, p.stderr
     assert [r["task_id"] for r in records(p.stdout)] == ["audit-frees-customers", "audit-email-unpinned"]
     assert f"skipped 1 invalid line(s):\n  {path}:2: {message}" in p.stderr
+
+
+def test_an_episode_given_twice_is_audited_once_or_refused(suite, tmp_path):
+    task_file, _, by_case, _ = suite
+    path = tmp_path / "twice.jsonl"
+    path.write_bytes(orjson.dumps(by_case["extra"]) + b"\n" + orjson.dumps(by_case["missing"]) + b"\n"
+                     + orjson.dumps(by_case["extra"]) + b"\n")
+    p = run_tool("grade", "audit", "--tasks", str(task_file), str(path))
+    assert p.returncode == 4, p.stderr
+    assert p.stderr.startswith(f"{path}:3: duplicate graded episode: episode_id "
+                               f"{by_case['extra']['episode_id']!r} is already at {path}:1"), p.stderr
+    for mode in ("first", "last"):
+        p = run_tool("grade", "audit", "--duplicates", mode, "--tasks", str(task_file), str(path))
+        assert p.returncode == 0, p.stderr
+        found = [r["task_id"] for r in records(p.stdout)]
+        assert sorted(found) == ["audit-email-unpinned", "retail-return-too-late"], found
+        assert p.stderr.startswith("audited 2 success(es) of 2 task(s)") and "duplicate ×1" in p.stderr
 
 
 def test_differing_rows_compares_deletes_and_updates_column_by_column(domains):

@@ -73,7 +73,7 @@ class StandInVLLM:
     sent: list[list[int]] = []
 
     def __init__(self, model_dir, max_model_len, gpu_memory_utilization, seed, max_batched_tokens=4096,
-                 device="cuda"):
+                 device="cuda", tensor_parallel=1):
         from endstate.core.agent.local_model import load
         from endstate.grpo.vllm_engine import RequestSeeds
 

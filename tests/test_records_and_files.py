@@ -159,6 +159,12 @@ def test_a_full_episodes_file_is_named_not_stdout(tmp_path):
     assert "stdout" not in p.stderr and "Traceback" not in p.stderr
 
 
+def test_a_full_report_file_is_named_not_stdout():
+    p = run_tool("evalstats", "report", "-o", "/dev/full", str(ROOT / "schemas" / "examples" / "attempt.json"))
+    assert p.returncode == 5 and "/dev/full: cannot write: No space left on device" in p.stderr, p.stderr
+    assert "stdout" not in p.stderr and "Traceback" not in p.stderr
+
+
 # -- the chat backend keeps --max-context too -------------------------------------------------------
 
 def test_max_context_ends_a_chat_episode_too(tmp_path):

@@ -49,6 +49,7 @@ EXAMPLES = [
      "result": {"claim_id": "CL00003", "status": "withdrawn"},
      "reply": "Claim CL00003 is withdrawn."},
 ]
+MAX_AGE = 120  # years: a birth date before that is a typo, after today no birth date
 Coverage = Literal["liability", "collision", "comprehensive", "rental", "roadside"]
 LossType = Literal["collision", "theft", "weather", "glass", "vandalism", "animal"]
 
@@ -313,7 +314,8 @@ def add_driver(db: Db, policy_id: str, name: str, license_number: str, birth_dat
         birth_date: The driver's birth date (YYYY-MM-DD).
     """
     db.get("policies", policy_id, "policy")
-    born = iso_date(birth_date, "birth_date")
+    born = iso_date(birth_date, "birth_date", earliest=f"{int(db.today[:4]) - MAX_AGE}-01-01",
+                    latest=db.today)
     driver_id = db.next_id("drivers", "DR", 5)
     db.run("INSERT INTO drivers VALUES (?, ?, ?, ?, ?, 'listed', ?)", driver_id, policy_id,
            name.strip(), license_number.strip().upper(), born, db.now)

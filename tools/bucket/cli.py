@@ -138,9 +138,9 @@ class BucketOptions:
               "with the band edges drawn, as a PNG.")
 @click.option("--procs", "workers", type=ranges.PROCS,
               help="Processes that read big attempt files.  [default: the CPU count]")
-@common_options(skip_invalid=True)
+@common_options(skip_invalid=True, quiet=True)
 @bundled("opts", BucketOptions)
-def cli(attempts, opts: BucketOptions, skip):
+def cli(attempts, opts: BucketOptions, skip, quiet):
     """Bucket tasks by difficulty from their ATTEMPTS (attempt JSONL files; `-` or none: stdin).
 
     Per task: n clean runs (system errors excluded), k successes, the posterior
@@ -178,7 +178,7 @@ def cli(attempts, opts: BucketOptions, skip):
     else:
         chosen = records if opts.emit_all else [d for d in records if d["keep"]]
     if opts.holdout is not None:
-        chosen = _hold_out(chosen, opts.holdout, opts.holdout_file, opts.seed, tasks)
+        chosen = _hold_out(chosen, opts.holdout, opts.holdout_file, opts.seed, tasks, quiet)
     write_jsonl(_emit(chosen, tasks), streaming=False)
 
     if opts.report:
@@ -206,13 +206,15 @@ def _bands(prior: tuple[float, float], edges, band_names, keep) -> Bands:
     return bands
 
 
-def _hold_out(chosen: list[dict], fraction: float, path: str, seed: int, tasks) -> list[dict]:
+def _hold_out(chosen: list[dict], fraction: float, path: str, seed: int, tasks,
+              quiet: bool = False) -> list[dict]:
     """Write a seeded `fraction` of the chosen tasks to `path`; return the rest."""
     chosen, held = P.holdout_split(chosen, fraction, seed)
     with open(path, "wb") as out:
         write_jsonl(_emit(held, tasks), out, streaming=False)
-    click.echo(f"bucket: {len(held)} task(s) held out to {path}, {len(chosen)} for training",
-               err=True)
+    if not quiet:
+        click.echo(f"bucket: {len(held)} task(s) held out to {path}, {len(chosen)} for training",
+                   err=True)
     return chosen
 
 

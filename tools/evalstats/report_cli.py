@@ -10,7 +10,7 @@ import click
 from endstate.core.cli import ranges
 from endstate.core.cli.command import bundled, common_options
 from endstate.core.console import stdio
-from endstate.core.errors import EndstateError, ExitCode
+from endstate.core.errors import EndstateError, ExitCode, FileError
 from endstate.core.records.jsonl import write_jsonl
 from endstate.evalstats import groups as G
 from endstate.evalstats import render
@@ -162,7 +162,10 @@ def report(files, page: PageOptions, reading: Reading, skip):
                                                 else "")]
     built = P.build(metrics, comparisons, records, arrows, facts, graded)
     text = P.html(built) if page.page_format == "html" else P.markdown(built)
-    Path(page.out_file).write_text(text, encoding="utf-8")
+    try:
+        Path(page.out_file).write_text(text, encoding="utf-8")
+    except OSError as e:  # a full disk has no file name: the exit-5 handler said "stdout"
+        raise FileError(f"{page.out_file}: cannot write: {e.strerror or e}") from None
     click.echo(f"evalstats report: wrote {page.out_file}", err=True)
 
 

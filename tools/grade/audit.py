@@ -178,11 +178,38 @@ def _counts(counter: Counter[str], order: Iterable[str] | None = None) -> str:
     return ", ".join(f"{name} ×{counter[name]}" for name in (order or sorted(counter)) if counter[name])
 
 
-def audited(records: Iterable[tuple[Loc, dict[str, Any]]], tasks: TaskIndex, grader: Grader,
-            tally: Tally, skip: SkipLog | None) -> Iterator[dict[str, Any]]:
-    """The audit record of each graded episode with reward 1 that got there another way; every
-    success audited and every other episode passed over is counted in `tally`."""
+def one_per_episode(records: Iterable[tuple[Loc, dict[str, Any]]], mode: str, tally: Tally,
+                    skip: SkipLog | None) -> Iterator[tuple[Loc, dict[str, Any]]]:
+    """The records with one per episode_id (a file given twice, or graded twice and concatenated,
+    would count every episode twice): a repeat is a bad line naming both (`error`), or passed
+    over and counted as `duplicate` in `tally`, the first or the last read kept (`mode`)."""
+    if mode == "last":  # held to the end: the last read of each is the one audited
+        held: dict[str, tuple[Loc, dict[str, Any]]] = {}
+        for loc, graded in records:
+            if held.pop(graded["episode_id"], None) is not None:
+                tally.skipped["duplicate"] += 1
+            held[graded["episode_id"]] = (loc, graded)
+        yield from held.values()
+        return
+    seen: dict[str, Loc] = {}
     for loc, graded in records:
+        first = seen.get(graded["episode_id"])
+        if first is None:
+            seen[graded["episode_id"]] = loc
+            yield loc, graded
+        elif mode == "first":
+            tally.skipped["duplicate"] += 1
+        else:
+            fail(loc, f"duplicate graded episode: episode_id {graded['episode_id']!r} is already at "
+                      f"{first}; each episode is audited once: remove one, or pass --duplicates "
+                      "first|last to keep one", skip)
+
+
+def audited(records: Iterable[tuple[Loc, dict[str, Any]]], tasks: TaskIndex, grader: Grader,
+            tally: Tally, skip: SkipLog | None, duplicates: str = "error") -> Iterator[dict[str, Any]]:
+    """The audit record of each graded episode with reward 1 that got there another way; every
+    success audited and every other episode passed over (a duplicate too) is counted in `tally`."""
+    for loc, graded in one_per_episode(records, duplicates, tally, skip):
         if graded["reward"] != 1:
             tally.skipped["system_error" if graded["reward"] is None else "reward 0"] += 1
             continue

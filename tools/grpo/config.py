@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,18 +15,21 @@ import click
 
 from endstate.core.cli.options import FLAG_TYPES
 from endstate.core.cli.ranges import (
+    KEY_ENV,
     REPEATS,
     RETRIES,
     SECONDS,
     SEED,
     URL,
     EndpointURL,
+    KeyEnv,
     count,
     number,
 )
 from endstate.core.episode.settings import EpisodeSettings
 from endstate.core.errors import EndstateError
 from endstate.core.stats.bands import DEFAULT_NAMES
+from endstate.core.wire.keys import ROLE_KEYS, Role, resolve_keys
 from endstate.grpo.algorithm import LOSS_AGGREGATIONS
 from endstate.grpo.correction import IS_LEVELS
 
@@ -39,16 +43,17 @@ RANGES: dict[str, click.ParamType] = {
     "adv_eps": number(0, 1), "clip_low": number(0, 1), "clip_high": number(0, 10),
     "kl_coef": number(0, 100), "rollout_is_cap": number(1, 1e6), "dual_clip": number(0, 1e6),
     "log_ratio_clamp": number(0, 80, min_open=True),  # exp(88) overflows fp32
-    "max_rounds": count(1, 1000), "max_regenerations": count(0, 1000),
+    "max_rounds": count(1, 1000), "max_regenerations": count(0, 1000), "max_error_steps": count(1, 10**6),
     "lr": number(0, 1, min_open=True), "weight_decay": number(0, 10), "grad_clip": number(0, 1e6),
     "micro_batch": count(1, 2**16), "logits_chunk": count(1, 2**24),
     "vllm_gpu_memory": number(0, 1, min_open=True), "vllm_max_batched_tokens": count(1, 2**24),
+    "vllm_tensor_parallel": count(1, 1024),
     "seed": SEED, "save_freq": count(1, 10**6), "rest_steps": count(1, 10**6), "nodes": count(1, 10**5),
     "gpus_per_node": count(1, 1024), "gpu_memory": number(0, 1e6, min_open=True),
     "host_memory": number(0, 1e6, min_open=True),
     "eval_every": count(0, 10**6), "eval_repeats": REPEATS, "timeout": SECONDS, "retries": RETRIES,
     # not numbers, checked the same way when read from a flag or the YAML file
-    "user_url": URL, "judge_base_url": URL,
+    "user_url": URL, "judge_base_url": URL, "user_key_env": KEY_ENV, "judge_key_env": KEY_ENV,
 }
 # Sampling settings the trainer cannot compute its log-probs under: (the value that changes
 # nothing, why). The update's ratio π_θ/π_old is only right when both are the distribution the
@@ -93,6 +98,7 @@ class TrainConfig(EpisodeSettings):
     log_ratio_clamp: float = 20.0  # every log-ratio clamped to ±this before exp
     max_rounds: int = 4  # generation rounds per step (zero-variance refills, re-generations)
     max_regenerations: int = 2  # per task and step, after a system error
+    max_error_steps: int = 2  # steps in a row whose every episode is a system error: then stop
     # optimization
     lr: float = 1e-6
     weight_decay: float = 0.0
@@ -105,6 +111,7 @@ class TrainConfig(EpisodeSettings):
     rollout_engine: str = "local"
     jobs: int = 64  # episodes in flight per rank: prompts per generate() call
     vllm_gpu_memory: float = 0.35  # fraction of GPU memory vLLM may take when colocated
+    vllm_tensor_parallel: int = 1  # GPUs (consecutive ranks of a node) one colocated engine spans
     vllm_max_batched_tokens: int = 4096  # vLLM's max_num_batched_tokens (TRL's colocate value)
     # the simulated user and the judge: rollout's and probe's flags, same names and meanings
     user: str = "scripted"  # scripted (the task's script) | llm (a served chat model)
@@ -114,8 +121,12 @@ class TrainConfig(EpisodeSettings):
     judge_model: str | None = None  # judge checks: the model answering YES/NO
     judge_base_url: str | None = None
     judge_cache: str | None = None  # SQLite file of cached verdicts
+    # the variables holding the user's and the judge's API keys (core.wire.keys): names, never keys
+    user_key_env: str = ROLE_KEYS["user"]
+    judge_key_env: str = ROLE_KEYS["judge"]
     timeout: float | None = None  # seconds per call of the user's and the judge's models
     retries: int = 4  # calls per request in all, with backoff, before a system error
+    preflight: bool = True  # the user's and the judge's endpoints answer before anything loads
     # a held-out evaluation during the run (grpo/evaluation.py)
     eval_tasks: str | None = None  # task JSONL, never trained on
     eval_every: int = 0  # steps between evaluations (step 0 and the last step always); 0: those two
@@ -182,6 +193,10 @@ class TrainConfig(EpisodeSettings):
         if self.dual_clip and self.dual_clip <= 1:
             raise EndstateError(f"dual_clip {self.dual_clip}: use a bound above 1 (3 as verl), or 0 for off")
         self._validate_user_judge_eval()
+        if self.gpus_per_node % self.vllm_tensor_parallel:
+            raise EndstateError(f"vllm_tensor_parallel {self.vllm_tensor_parallel}: a tensor-parallel "
+                                f"group is ranks of one node, and a node has {self.gpus_per_node} "
+                                "(--gpus-per-node); choose a divisor")
         if self.group_size < 2:
             raise EndstateError("group_size must be at least 2: advantages compare rollouts of a task")
         if (self.batch_tasks * self.group_size) % self.world:
@@ -194,7 +209,7 @@ class TrainConfig(EpisodeSettings):
         """A YAML value skips click: each is held to its flag's range (or URL check) here."""
         for name, kind in {**FLAG_TYPES, **RANGES}.items():
             value = getattr(self, name)
-            if value is None or not isinstance(kind, (click.IntRange, click.FloatRange, EndpointURL)):
+            if value is None or not isinstance(kind, (click.IntRange, click.FloatRange, EndpointURL, KeyEnv)):
                 continue
             for one in value if isinstance(value, list) else [value]:
                 try:
@@ -263,6 +278,39 @@ def check_type(key: str, value: Any, where: str = "") -> None:
         raise EndstateError(f"{where}{key}: expected {expected}, got {value!r}")
 
 
+# A flag that does nothing without another: given on the command line without it, it is refused,
+# naming the other (a YAML file is a set of defaults for many runs: its keys are not checked).
+_JUDGE = "a judge (--judge-model and --judge-base-url)"
+IDLE_WITHOUT: dict[str, tuple[Callable[[TrainConfig], Any], str]] = {
+    "eval_every": (lambda c: c.eval_tasks, "--eval-tasks"),
+    "eval_repeats": (lambda c: c.eval_tasks, "--eval-tasks"),
+    "rest_steps": (lambda c: c.rebucket, "--rebucket"),
+    "keep": (lambda c: c.retire or c.rebucket, "--retire or --rebucket"),
+    "base_attempts": (lambda c: c.retire or c.rebucket, "--retire or --rebucket"),
+    "user_url": (lambda c: c.user == "llm", "--user llm"),
+    "user_model": (lambda c: c.user == "llm", "--user llm"),
+    "user_seed": (lambda c: c.user == "llm", "--user llm"),
+    "user_key_env": (lambda c: c.user == "llm", "--user llm"),
+    "judge_cache": (lambda c: c.judge_model, _JUDGE),
+    "judge_key_env": (lambda c: c.judge_model, _JUDGE),
+    "timeout": (lambda c: c.user == "llm" or c.judge_model, f"--user llm or {_JUDGE}"),
+    "retries": (lambda c: c.user == "llm" or c.judge_model, f"--user llm or {_JUDGE}"),
+    "vllm_gpu_memory": (lambda c: c.rollout_engine == "vllm", "--rollout-engine vllm"),
+    "vllm_max_batched_tokens": (lambda c: c.rollout_engine == "vllm", "--rollout-engine vllm"),
+    "vllm_tensor_parallel": (lambda c: c.rollout_engine == "vllm", "--rollout-engine vllm"),
+    "rollout_is_cap": (lambda c: c.rollout_is_level != "off",
+                       "importance weights: --rollout-is token|sequence (auto: on with --rollout-engine vllm)"),
+}
+
+
+def refuse_idle_flags(cfg: TrainConfig, given: set[str]) -> None:
+    for key, (needed, other) in IDLE_WITHOUT.items():
+        if key in given and key in FIELDS and not needed(cfg):
+            flag = "--" + key.replace("_", "-")
+            flag += f"/--no-{flag[2:]}" if FIELDS[key].type == "bool" else ""
+            raise EndstateError(f"{flag} has no effect without {other}: add it, or drop {flag}")
+
+
 def resolve(yaml_path: str | None, flags: dict[str, Any]) -> TrainConfig:
     """Defaults, then the YAML file, then the flags the user actually gave (None = not given)."""
     values = {**load_yaml(yaml_path), **{k: v for k, v in flags.items() if v is not None}}
@@ -276,7 +324,15 @@ def resolve(yaml_path: str | None, flags: dict[str, Any]) -> TrainConfig:
         values["keep"] = [band for v in values["keep"] for band in v.split(",") if band]
     cfg = TrainConfig(**values)
     cfg.validate()
+    refuse_idle_flags(cfg, {k for k, v in flags.items() if v is not None})
     return cfg
+
+
+def role_keys(cfg: TrainConfig) -> tuple[dict[str, str | None], dict[str, str]]:
+    """The user's and the judge's API keys, and why one gets none (core.wire.keys)."""
+    judged = [cfg.judge_base_url] if cfg.judge_model and cfg.judge_base_url else []
+    return resolve_keys([Role("user", cfg.user_url if cfg.user == "llm" else [], cfg.user_key_env),
+                         Role("judge", judged, cfg.judge_key_env)])
 
 
 def pool_domains(cfg: TrainConfig, tasks: list[dict[str, Any]]):

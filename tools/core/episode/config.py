@@ -18,6 +18,7 @@ from endstate.core.episode.users import LLMUser, ScriptedUser
 from endstate.core.errors import EndstateError
 from endstate.core.records.structs import Policy, Prompting, SamplingRecord, Task, Usage
 from endstate.core.wire.endpoints import Endpoints, RetryPolicy
+from endstate.core.wire.keys import ROLE_KEYS, Role
 
 MIN_TIMEOUT_S = 60.0
 
@@ -41,7 +42,12 @@ class RunConfig(EpisodeSettings):
     model: str = EMBEDDED
     tokenizer: str | None = None
     agent_urls: list[str] = field(default_factory=list)
-    api_key: str = "EMPTY"
+    # each role's API key (core.wire.keys), None: none sent; kept out of repr, so out of every log
+    agent_key: str | None = field(default=None, repr=False)
+    user_key: str | None = field(default=None, repr=False)
+    agent_key_env: str = ROLE_KEYS["agent"]  # where each came from (a name, never a secret)
+    user_key_env: str = ROLE_KEYS["user"]
+    preflight: bool = True  # every endpoint answers one request before the first episode
     seed: int | None = 0  # None: no seed is sent to endpoints (local generation uses 0)
     procs: int = 1  # processes running episodes, each its own event loop (endpoint backends)
     timeout: float | None = None  # None: default_timeout(max_new_tokens)
@@ -75,6 +81,11 @@ class RunConfig(EpisodeSettings):
     @property
     def sampling(self) -> Sampling:
         return Sampling.of(self)
+
+    def roles(self) -> list[Role]:
+        """The agent and the simulated user, with the endpoints each talks to (none: local)."""
+        return [Role("agent", self.agent_urls if self.backend != "local" else [], self.agent_key_env),
+                Role("user", self.user_urls if self.user == "llm" else [], self.user_key_env)]
 
     def policy(self) -> Policy:
         return Policy(model=self.model, backend=self.backend, seed=self.seed,
@@ -112,6 +123,11 @@ def price_of(cfg: RunConfig) -> Callable[[dict[str, Usage]], float | None]:
     return price
 
 
+def user_endpoints(cfg: RunConfig) -> Endpoints:
+    """The simulated user's endpoints, with its key, timeout and retries."""
+    return Endpoints(cfg.user_urls, cfg.user_key, cfg.timeout, RetryPolicy(attempts=cfg.retries))
+
+
 @dataclass
 class UserMaker:
     """task -> its simulated user. The LLM users of one run share one set of endpoints, which
@@ -123,8 +139,7 @@ class UserMaker:
     def __post_init__(self) -> None:
         if self.cfg.user == "llm":
             cfg = self.cfg
-            self.endpoints = Endpoints(cfg.user_urls, cfg.api_key, cfg.timeout,
-                                       RetryPolicy(attempts=cfg.retries))
+            self.endpoints = user_endpoints(cfg)
 
     def __call__(self, task: Task) -> ScriptedUser | LLMUser:
         if self.endpoints is None:

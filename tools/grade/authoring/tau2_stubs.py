@@ -156,8 +156,24 @@ def inferred_stub(tool: str, calls: list[dict[str, Any]], records: Records) -> s
     if params:
         lines += ["", "    Args:"]
         lines += [f"        {p}: e.g. {docstring_text(_example(e))}." for p, _, e in params]
-    lines += ['    """', f'    raise ToolError(NOT_WRITTEN.format("{tool}"))']
-    return "\n".join(lines)
+    aliases, body = not_written(tool, {p for p, _, _ in params} | {handle})
+    lines += ['    """', body]
+    return "\n".join([*aliases, *lines])
+
+
+def not_written(tool: str, params: set[str]) -> tuple[list[str], str]:
+    """(module-level lines to put before the stub, the line its body raises with). A parameter
+    named ToolError or NOT_WRITTEN would hide that name from the body (a TypeError at the call,
+    not the "not written yet" error): the body then reaches it through an alias that no parameter
+    takes, named with a leading `__`, which no tool name and no class name has."""
+    aliases, names = [], []
+    for name in ("ToolError", "NOT_WRITTEN"):
+        alias = name
+        if name in params:
+            alias = next(a for a in (f"__{name}{n or ''}" for n in itertools.count()) if a not in params)
+            aliases.append(f"{alias} = {name}  # the stub has a parameter named {name}")
+        names.append(alias)
+    return aliases, f'    raise {names[0]}({names[1]}.format("{tool}"))'
 
 
 def handle_name(taken: set[str]) -> str:

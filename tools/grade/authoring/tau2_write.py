@@ -76,12 +76,12 @@ def write_domain(source: Source, out: Path, force: bool = False, model: DataMode
     if out.exists() and any(out.iterdir()) and not force:
         raise EndstateError(f"{out}: exists and is not empty; pass --force to overwrite the "
                             "imported files (an existing tools.py and checks.py are kept)")
+    inits = init_documents(source)
     try:
-        shapes = [*init_documents(source), *([model.shape] if model else [])]
-        mapping = infer_mapping(source.document, *shapes)
+        mapping = infer_mapping(source.document, *inits, *([model.shape] if model else []))
         document_rows(source.document, mapping)  # values SQLite cannot hold, before writing a file
     except MappingError as e:
-        raise InputError(f"{source.db_file}: {e.message}") from None
+        raise InputError(f"{_holder(source, inits, model)}: {e.message}") from None
     converted = Converter(source, domain, mapping).convert()
     tools = generated_tools(domain, converted.calls, toolkit)  # toolkit: --tools-from
     # every refusal happens here, before a write
@@ -151,6 +151,17 @@ def _results_note(domain: Domain) -> list[str]:
             "does (a string quoted as JSON, say): add the line RESULTS = \"tau2\" to it "
             "(docs/authoring.md, porting a tau2-bench tool)")
     return [note]
+
+
+def _holder(source: Source, inits: list[dict], model: DataModel | None) -> Path:
+    """The file holding what the mapping refused (a field named sqlite_master, say): db.json if
+    the document alone does not map, else tasks.json if its inits do not, else the data model."""
+    for path, shapes in ((source.db_file, []), (source.tasks_file, inits)):
+        try:
+            infer_mapping(source.document, *shapes)
+        except MappingError:
+            return path
+    return model.path if model else source.db_file
 
 
 def _files(source: Source, domain: str, mapping, converted: Converted,
