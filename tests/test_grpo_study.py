@@ -214,7 +214,9 @@ def test_error_steps_in_a_row_stop_the_run_with_exit_6_and_no_checkpoint(tmp_pat
     from openai_double import HTTP_503, always
 
     pool = buttons_pool(buttons, tmp_path / "pool.jsonl", "", "", judged=True, scripted=True)
-    tasks = [{**t, "checks": t["checks"][-1:]} for t in rows(pool)]  # the judge is always asked
+    # the judge is always asked: no other check fails first (the footprint guard frees the table)
+    guard = {"id": "footprint", "kind": "footprint", "free": ["buttons"]}
+    tasks = [{**t, "checks": [*t["checks"][-1:], guard]} for t in rows(pool)]
     pool.write_bytes(b"".join(orjson.dumps(t) + b"\n" for t in tasks))
     out = tmp_path / "run"
     with FakeEndpoint(policy=lambda body: "YES", faults=always(HTTP_503)) as judge:
