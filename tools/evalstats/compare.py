@@ -40,8 +40,7 @@ def compare(base: TaskCounts, new: TaskCounts, k: int | None = None,
              for side in (base, new)]
     labels = cluster_labels(common, clusters)
     rates = [[c / n for n, c in zip(*side)] for side in sides]
-    borrowed = S.paired_design_effect(*rates, [min(nb, nn) for nb, nn in zip(sides[0][0],
-                                                                               sides[1][0])], labels)
+    share = _paired_share(*sides, labels)
     pooled = _pass_at_1(*sides, True, estimand, labels)
     return {
         "tasks": len(common),
@@ -51,9 +50,9 @@ def compare(base: TaskCounts, new: TaskCounts, k: int | None = None,
         "clusters": None if labels is None else len(set(labels)),
         "pass_at_1": pooled,
         "pass_at_1_task_mean": _pass_at_1(*sides, False, estimand, labels),
-        "pass_at_k": _at_k(*sides, k, 0, labels, borrowed),
-        "pass_hat_k": _at_k(*sides, k, 1, labels, borrowed),
-        "observed_all": _observed(*sides, labels, borrowed),
+        "pass_at_k": _at_k(*sides, k, 0, labels, share),
+        "pass_hat_k": _at_k(*sides, k, 1, labels, share),
+        "observed_all": _observed(*sides, labels, share),
         "correlation": E.correlation(*rates),
         "p_new_better": pooled.pop("p_new_better"),
         "cost": _cost(base, new, common),
@@ -91,26 +90,42 @@ def _pass_at_1(base, new, pooled: bool, estimand: str, labels=None) -> dict[str,
     return out
 
 
-def _at_k(base, new, k: int, which: int, labels=None, borrowed=None) -> dict[str, Any]:
+def _mean_slope(base, new, kind: str, k: int | None) -> float:
+    """The mean slope dx/dη (estimators.logit_slope) over both runs' tasks."""
+    return (E.logit_slope(*base, kind, k) + E.logit_slope(*new, kind, k)) / 2
+
+
+def _paired_share(base, new, labels) -> S.ClusterShare | None:
+    """The ClusterShare of the per-task differences of pass@1, with pass@1's mean slope over
+    both runs (with --cluster; None otherwise or below two clusters)."""
+    if labels is None:
+        return None
+    d = [cn / nn - cb / nb for nb, cb, nn, cn in zip(*base, *new)]
+    return S.cluster_share(d, _mean_slope(base, new, "hat", 1), labels)
+
+
+def _at_k(base, new, k: int, which: int, labels=None, share=None) -> dict[str, Any]:
     """pass@k (which=0) or pass^k (which=1) on each side, Δ with its paired interval."""
     if not k:
         return {"k": None, "base": None, "new": None, "delta": None, "ci95": None}
     xb = [per_task(n, c, k)[which] for n, c in zip(*base)]
     xn = [per_task(n, c, k)[which] for n, c in zip(*new)]
     trials = [min(nb, nn) / k for nb, nn in zip(base[0], new[0])]
-    delta, s = S.paired_task_mean(xb, xn, trials, labels, borrowed)
+    slope = _mean_slope(base, new, ("at", "hat")[which], k) if share else None
+    delta, s = S.paired_task_mean(xb, xn, trials, share, slope, labels is not None)
     return {"k": k, "base": E.mean(xb), "new": E.mean(xn), "delta": delta,
             "ci95": I.difference_interval(delta, s)}
 
 
-def _observed(base, new, labels=None, borrowed=None) -> dict[str, Any]:
+def _observed(base, new, labels=None, share=None) -> dict[str, Any]:
     """Tasks solved in every clean attempt on each side; `k` = the common n of both runs (null
     when the tasks' n differ)."""
     hb = [1.0 if c == n else 0.0 for n, c in zip(*base)]
     hn = [1.0 if c == n else 0.0 for n, c in zip(*new)]
     T = len(hb)
     ns = set(base[0]) | set(new[0])
-    delta, s = S.paired_task_mean(hb, hn, [1.0] * T, labels, borrowed)
+    slope = _mean_slope(base, new, "hat", None) if share else None
+    delta, s = S.paired_task_mean(hb, hn, [1.0] * T, share, slope, labels is not None)
     all_b, all_n = int(sum(hb)), int(sum(hn))
     return {"k": ns.pop() if len(ns) == 1 else None, "base": all_b, "new": all_n,
             "delta": all_n - all_b, "base_fraction": all_b / T if T else None,

@@ -69,8 +69,8 @@ def metrics(tasks: TaskCounts, ks: Sequence[int], clusters: Mapping[str, Any] | 
                     raise KTooLarge(k, tid, c.attempts)
     pooled = S.pass_at_1(ns, cs, pooled=True, estimand=estimand, clusters=labels, mult=mult)
     task_mean = S.pass_at_1(ns, cs, pooled=False, estimand=estimand, clusters=labels, mult=mult)
-    borrowed = S.design_effect([c / n for n, c in zip(ns, cs)], ns, labels, mult)
-    at_k = _at_k(ns, cs, ks, labels, task_mean, borrowed, mult)
+    share = cluster_share(ns, cs, labels, mult)
+    at_k = _at_k(ns, cs, ks, labels, task_mean, share, mult)
     column = _columns(tasks)
     return {
         "tasks": sum(mult),
@@ -85,17 +85,26 @@ def metrics(tasks: TaskCounts, ks: Sequence[int], clusters: Mapping[str, Any] | 
         "pass_at_1_task_mean_se": task_mean["se"],
         "pass_at_1_task_mean_ci95": task_mean["ci95"],
         **at_k,
-        "observed_all": observed_all(ns, cs, labels, borrowed, mult),
+        "observed_all": observed_all(ns, cs, labels, share, mult),
         "cost": cost(tasks, sum(m for n, c, m in zip(ns, cs, mult) if c == n), column),
     }
 
 
+def cluster_share(ns: Sequence[int], cs: Sequence[int], labels, mult=None
+                  ) -> S.ClusterShare | None:
+    """pass@1's ClusterShare over the rows (None without clusters, or below two)."""
+    if labels is None:
+        return None
+    return S.cluster_share([c / n for n, c in zip(ns, cs)], E.logit_slope(ns, cs, "hat", 1, mult),
+                           labels, mult)
+
+
 def _at_k(ns: list[int], cs: list[int], ks: Sequence[int], labels,
-          task_mean: dict | None = None, borrowed: float | None = None,
+          task_mean: dict | None = None, share: S.ClusterShare | None = None,
           mult: list[int] | None = None) -> dict[str, dict]:
     """pass@k and pass^k per k (null where a task has fewer than k clean attempts), each with
     its 95% interval over tasks (population; m_i = n_i/k independent k-trials per task; with
-    clusters, pass@1's design effect `borrowed` as a floor). At k = 1 both are the task mean:
+    clusters, pass@1's `share` carried by the slope). At k = 1 both are the task mean:
     its estimate and interval are reused when given (one estimate, one interval, under either
     estimand). Rows and `mult` as in rows()."""
     out: dict[str, dict] = {"pass_at_k": {}, "pass_at_k_ci95": {}, "pass_hat_k": {},
@@ -111,26 +120,30 @@ def _at_k(ns: list[int], cs: list[int], ks: Sequence[int], labels,
             continue
         pairs = [per_task(n, c, k) for n, c in zip(ns, cs)]
         trials = [n / k for n in ns]
-        for key, values in (("pass_at_k", [p for p, _ in pairs]),
-                            ("pass_hat_k", [h for _, h in pairs])):
+        for key, values, kind in (("pass_at_k", [p for p, _ in pairs], "at"),
+                                  ("pass_hat_k", [h for _, h in pairs], "hat")):
             out[key][str(k)] = E.mean(values, mult)
-            out[f"{key}_ci95"][str(k)] = S.task_mean_interval(values, trials, labels, borrowed,
-                                                              mult)
+            slope = E.logit_slope(ns, cs, kind, k, mult) if share else None
+            out[f"{key}_ci95"][str(k)] = S.task_mean_interval(values, trials, share, slope, mult,
+                                                              labels is not None)
     return out
 
 
-def observed_all(ns: list[int], cs: list[int], labels=None, borrowed: float | None = None,
-                 mult: list[int] | None = None) -> dict[str, Any]:
+def observed_all(ns: list[int], cs: list[int], labels=None,
+                 share: S.ClusterShare | None = None, mult: list[int] | None = None
+                 ) -> dict[str, Any]:
     """Tasks whose every clean attempt succeeded. `k` is the number of attempts each of them was
     counted over: the common n when every task has the same n, else null (then `k_min`..`k_max`
     are the range: compare pass_hat_k at one k instead). Rows and `mult` as in rows()."""
     hits = [1.0 if c == n else 0.0 for n, c in zip(ns, cs)]
     T = I.task_count(ns, mult)
     count = int(I.task_sum(hits, mult))
+    slope = E.logit_slope(ns, cs, "hat", None, mult) if share and ns else None
     return {"k": ns[0] if ns and min(ns) == max(ns) else None,
             "k_min": min(ns, default=None), "k_max": max(ns, default=None),
             "count": count, "fraction": count / T if T else None,
-            "ci95": S.task_mean_interval(hits, [1.0] * len(ns), labels, borrowed, mult)}
+            "ci95": S.task_mean_interval(hits, [1.0] * len(ns), share, slope, mult,
+                                         labels is not None)}
 
 
 def _columns(tasks: TaskCounts) -> dict[str, tuple]:
