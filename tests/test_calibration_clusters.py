@@ -218,7 +218,8 @@ def paired_replaced(base, new, labels, which, k):
 def paired_shipped(base, new, labels, which, k):
     share = C._paired_share(base, new, labels)
     if which == "all":
-        return C._observed(base, new, labels, share)["delta_fraction_ci95"]
+        every = [[E.pass_hat_k(n, c, k) for n, c in zip(*side)] for side in (base, new)]
+        return C._observed((base, new), every, k, labels, share)["delta_fraction_ci95"]
     return C._at_k(base, new, k, 0 if which == "at" else 1, labels, share)["ci95"]
 
 

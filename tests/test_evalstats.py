@@ -389,7 +389,7 @@ def test_hand_computed_metrics(hand):
     assert g["cost"] == {"total_usd": approx(1.25, dtype=float, terms=13),
                          "per_success_usd": approx(0.15625, dtype=float, terms=14),
                          "per_reliable_task_usd": approx(1.25, dtype=float, terms=14), "priced_attempts": 13,
-                         "unpriced_attempts": 0}
+                         "unpriced_attempts": 0, "recorded_attempts": 13}
 
 
 def test_hand_computed_k_by_and_cluster(hand):
@@ -410,7 +410,7 @@ def test_hand_computed_k_by_and_cluster(hand):
     assert retail["cost"] == {"total_usd": approx(0.45, dtype=float, terms=5),  # 5 costs, then 1 quotient
                               "per_success_usd": approx(0.15, dtype=float, terms=6),
                               "per_reliable_task_usd": None, "priced_attempts": 5,
-                              "unpriced_attempts": 0}
+                              "unpriced_attempts": 0, "recorded_attempts": 5}
     assert travel["pass_at_1"] == 0.625 and travel["observed_all"]["count"] == 1  # 5/8: exact
     assert travel["cost"]["per_reliable_task_usd"] == approx(0.8, dtype=float, terms=9)
     assert list(report) == ["overall", "by_domain"]
@@ -438,7 +438,7 @@ def test_no_costs_is_null(tmp_path):
     report = orjson.loads(run([write(tmp_path / "p.jsonl", rows("A", [1, 0], "r", cost=None))]).stdout)
     assert report["overall"]["cost"] == {"total_usd": None, "per_success_usd": None,
                                          "per_reliable_task_usd": None, "priced_attempts": 0,
-                                         "unpriced_attempts": 0}
+                                         "unpriced_attempts": 0, "recorded_attempts": 2}
 
 
 def test_default_ks_and_k_too_large(tmp_path, hand):
@@ -587,6 +587,7 @@ def test_compare_by_hand(tmp_path):
     assert r["pass_hat_k"]["k"] == 4 and r["pass_hat_k"]["delta"] == approx(1 / 3, dtype=float, terms=2 * 4 + 5,
                                                                             magnitude=2)
     ci_all = r["observed_all"].pop("delta_fraction_ci95")
+    assert r["observed_all"].pop("estimated") == []  # both runs: 4 attempts per task
     assert r["observed_all"] == approx({"k": 4, "base": 1, "new": 2, "delta": 1,  # counts over T = 3
                                         "base_fraction": 1 / 3, "new_fraction": 2 / 3,
                                         "delta_fraction": 1 / 3}, dtype=float, terms=2, magnitude=1)
@@ -619,9 +620,16 @@ def test_compare_k_format_plot_and_errors(tmp_path):
     table, costs = (t.splitlines() for t in tables.split("\n\n"))
     # every attempt costs $0.10: $1.20 for 6 successes (base) and for 9 (new) on the common
     # tasks, 1 (C) and 2 (A, C) of them solved 4/4
-    assert costs[0].split() == ["group", "$/success", "base", "new", "change", "$/reliable", "base",
-                                "new", "change"]
-    assert costs[1].split() == ["overall", "0.2", "0.1333", "-33.3%", "1.2", "0.6", "-50.0%"]
+    assert costs[0].split() == ["group", "$/success", "base", "new", "change", "[95%]", "$/reliable",
+                                "base", "new", "change", "[95%]"]
+    c = orjson.loads(run(["compare", base, new]).stdout)["cost"]
+
+    def shown(ci):
+        return [f"[{ci[0]:+.1f},", "+inf]" if ci[1] is None else f"{ci[1]:+.1f}]"]
+
+    assert costs[1].split() == ["overall", "0.2", "0.1333", "-33.3%",
+                                *shown(c["per_success_change_ci95"]), "1.2", "0.6", "-50.0%",
+                                *shown(c["per_reliable_task_change_ci95"])]
     assert table[0].split()[:3] == ["group", "tasks", "pass@1(pooled)"]
     assert "pass@4" in table[0].split() and "4/4" in table[0].split()
     assert table[1].split() == ["overall", "3", "50.0", "75.0", "25.0", "14.4", "66.7", "100.0",

@@ -72,9 +72,27 @@ def test_prompting_is_part_of_the_policy(files, tmp_path):
     assert run([write(tmp_path / "same.jsonl", [*base, *reordered])]).exit_code == 4
 
 
-def test_overall_pooling_policies_is_said(files):
-    result = run([files["base"], files["trained"]])
-    assert "the attempts come from 2 policies; `overall` pools them" in result.stderr
+def test_a_group_pooling_policies_has_no_pass_at_k_and_each_policy_is_reported(files):
+    """Two policies' 8 attempts of a task pooled are 16 attempts of no policy: `overall` and
+    every by_domain group had pass@16-like figures ("16/16"). Each policy is its own group now,
+    exactly the summary of its file alone; a pooled group keeps pass@1 (the share of successful
+    attempts, hand-counted here) and says how many policies it pools."""
+    result = run(["--by", "domain", files["base"], files["trained"]])
+    assert result.exit_code == 0, result.output
+    assert ("the attempts come from 2 policies: by_policy reports each; `overall` pools them, "
+            "without pass@k, pass^k or k/k") in result.stderr
+    report = orjson.loads(result.stdout)
+    for group in (report["overall"], *report["by_domain"].values()):
+        assert group["policies"] == 2
+        assert all(v is None for k, v in group["pass_at_k"].items() if k != "1")
+        assert all(v is None for k, v in group["pass_hat_k"].items() if k != "1")
+        assert (group["observed_all"]["count"], group["observed_all"]["ci95"]) == (None, None)
+        assert group["cost"]["per_reliable_task_usd"] is None
+    records = files["records"][0] + files["records"][1]
+    assert report["overall"]["pass_at_1"] == sum(r["reward"] for r in records) / len(records)
+    for model, path in ((BASE, files["base"]), (TRAINED, files["trained"])):
+        alone = orjson.loads(run([path]).stdout)["overall"]
+        assert report["by_policy"][model] == alone and alone["policies"] == 1
 
 
 # --- the models × domains table ---------------------------------------------------------------------
@@ -99,10 +117,11 @@ def test_models_by_domains_markdown_marks_the_best_and_the_second(files):
             assert cells[model][j].strip("*").removeprefix("<u>").removesuffix("</u>") == \
                 pct(values[model])
         shown = {m: round(100 * v, 1) for m, v in values.items()}
-        for model in (BASE, TRAINED):
+        for model in (BASE, TRAINED):  # a 0.0 is never marked: no row is best at nothing
             best = shown[model] == max(shown.values())
-            assert cells[model][j] == (f"**{pct(values[model])}**" if best
-                                       else f"<u>{pct(values[model])}</u>"), (name, model)
+            expected = pct(values[model]) if shown[model] == 0 else \
+                f"**{pct(values[model])}**" if best else f"<u>{pct(values[model])}</u>"
+            assert cells[model][j] == expected, (name, model)
 
 
 def test_the_cross_groups_are_the_groups_of_the_filtered_attempts(files, tmp_path):
@@ -133,13 +152,15 @@ def test_compare_reports_cost_per_success_and_per_reliable_task(files):
         assert cost[f"{key}_change_pct"] == pytest.approx(100 * (n - b) / b, rel=1e-12)
     table = run(["compare", "--format", "markdown", files["base"], files["trained"]]).stdout
     costs = table.split("\n\n")[1].splitlines()
-    assert costs[0] == "| group | $/success base | new | change | $/reliable base | new | change |"
+    assert costs[0] == ("| group | $/success base | new | change [95%] | $/reliable base | new | "
+                        "change [95%] |")
+    ci_s, ci_r = cost["per_success_change_ci95"], cost["per_reliable_task_change_ci95"]
     assert costs[2] == (f"| overall | {usd(cost['base']['per_success_usd'])} | "
                         f"{usd(cost['new']['per_success_usd'])} | "
-                        f"{cost['per_success_change_pct']:+.1f}% | "
+                        f"{cost['per_success_change_pct']:+.1f}% [{ci_s[0]:+.1f}, {ci_s[1]:+.1f}] | "
                         f"{usd(cost['base']['per_reliable_task_usd'])} | "
                         f"{usd(cost['new']['per_reliable_task_usd'])} | "
-                        f"{cost['per_reliable_task_change_pct']:+.1f}% |")
+                        f"{cost['per_reliable_task_change_pct']:+.1f}% [{ci_r[0]:+.1f}, {ci_r[1]:+.1f}] |")
 
 
 def test_compare_cluster_is_cr1_over_the_clusters(files):
@@ -252,7 +273,9 @@ def test_the_report_carries_the_json_outputs_and_shows_their_numbers(files, page
     row = next(r for r in cross if r[0] == TRAINED)
     assert row[1] == pct(summary["by_policy"][TRAINED]["by_domain"]["bank"]["pass_at_1"])
     costs = next(t for t in parsed.tables if t[0][1] == "$/success base")
-    assert costs[1][3] == f"{compared['cost']['per_success_change_pct']:+.1f}%"
+    ci = compared["cost"]["per_success_change_ci95"]
+    assert costs[1][3] == (f"{compared['cost']['per_success_change_pct']:+.1f}% "
+                           f"[{ci[0]:+.1f}, {ci[1]:+.1f}]")
     assert len(parsed.images) == 6 and all(s.startswith("data:image/png;base64,") for s in parsed.images)
 
 

@@ -131,7 +131,7 @@ def summary(files, by_fields, ks, cluster, prices, arrows, gate: Gate, reading: 
     view = View(tally, tasks, cluster, reading.estimand)
     view.policy_note(by_fields)
     report = view.report(list(by_fields), ks)
-    warn_cost(report["overall"])
+    warn_cost(report["overall"]["cost"])
     write_output(report, output.fmt, render.metrics_table)
     if output.plot_file:
         from endstate.evalstats import figures
