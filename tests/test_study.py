@@ -270,8 +270,10 @@ def test_the_report_carries_the_json_outputs_and_shows_their_numbers(files, page
     assert parsed.data["tally"] == tally
     cross = parsed.tables[0]
     assert cross[0][:2] == ["policy", "bank pass@1%"]
-    row = next(r for r in cross if r[0] == TRAINED)
-    assert row[1] == pct(summary["by_policy"][TRAINED]["by_domain"]["bank"]["pass_at_1"])
+    # the checkpoint is shown as its run and step, the JSON keeps the model as recorded
+    assert [r[0] for r in cross[1:]] == [BASE, "grpo step 50"]
+    assert cross[2][1] == pct(summary["by_policy"][TRAINED]["by_domain"]["bank"]["pass_at_1"])
+    assert f"grpo step 50: {TRAINED}" in page[0].read_text()
     costs = next(t for t in parsed.tables if t[0][1] == "$/success base")
     ci = compared["cost"]["per_success_change_ci95"]
     assert costs[1][3] == (f"{compared['cost']['per_success_change_pct']:+.1f}% "
@@ -335,3 +337,94 @@ def test_report_without_attempts_and_arrow_usage(files, tmp_path):
     assert ok.exit_code == 0 and png.read_bytes()[:4] == b"\x89PNG"
     bad = run(["--plot", str(png), "--arrow", BASE, files["base"]])
     assert bad.exit_code == 2 and "expected BASE=NEW" in bad.stderr
+
+
+# --- hostile names ------------------------------------------------------------------------------
+
+PWN = "document.documentElement.dataset.pwned"
+HOSTILE_TASKS = ["t0<!--<script>", f"t1</script><script>{PWN}='script'</script>",
+                 f"t2<img src=x onerror=\"{PWN}='img'\">", f"[t3](javascript:{PWN}='link')",
+                 "t4\nline break | cell", "t5 ``` fence $\\frac$ & &amp; *em*"]
+HOSTILE_DOMAIN = f"d<!--<script><svg onload=\"{PWN}='svg'\">"
+HOSTILE_MODELS = {BASE: "base<!--<script>", TRAINED: f"m</title><img src=x onerror=\"{PWN}='m'\">"}
+
+
+@pytest.fixture(scope="module")
+def hostile(files):
+    """The study's records with every task, domain and policy name replaced by markup."""
+    tasks = {}
+    for r in files["records"][0]:
+        tasks.setdefault(r["task_id"], HOSTILE_TASKS[len(tasks) % len(HOSTILE_TASKS)] + f" #{len(tasks)}")
+
+    def rename(r):
+        out = {**r, "task_id": tasks[r["task_id"]], "domain": HOSTILE_DOMAIN if
+               r["domain"] == "bank" else r["domain"]}
+        if "model" in r:
+            out["model"] = HOSTILE_MODELS[r["model"]]
+        else:
+            out["policy"] = {**r["policy"], "model": HOSTILE_MODELS[r["policy"]["model"]]}
+        return out
+
+    tmp = files["tmp"]
+    base, trained, graded = ([rename(r) for r in rs] for rs in files["records"])
+    return {"base": write(tmp / "hb.jsonl", base), "trained": write(tmp / "ht.jsonl", trained),
+            "graded": write(tmp / "hg.jsonl", graded)}
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on this machine (CI installs "
+                    "Debian's chromium: .ci/run); apt-get install chromium to run it here")
+def test_hostile_names_are_shown_not_run_and_the_json_parses_back(hostile, tmp_path):
+    """A name holding `<!--<script>` swallowed the page's JSON and footer (the script element
+    never ended); `<img onerror>` and `javascript:` are names, not markup. In a real browser:
+    nothing runs, every table renders, every JSON block parses to what summary/compare print."""
+    out = tmp_path / "report.html"
+    result = run(["report", "--compare", hostile["base"], hostile["trained"], "--graded",
+                  hostile["graded"], "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    check = CHECK.replace("});</script></body>", """
+  document.body.dataset.json = ['metrics', 'compare-0', 'tally'].map(id => {
+    try { JSON.parse(document.getElementById(id).textContent); return 'ok'; }
+    catch (e) { return 'bad'; } }).join(',');
+  document.body.dataset.footer = [...document.querySelectorAll('p.facts')].some(
+    p => p.textContent.startsWith('endstate ')) ? 'yes' : 'no';
+});</script></body>""")
+    checked = tmp_path / "checked.html"
+    checked.write_text(out.read_text().replace("</body>", check))
+    dom = browser("--virtual-time-budget=10000", "--dump-dom", checked.as_uri(),
+                  home=tmp_path / "profile")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "data-pwned" not in dom.stdout
+    body = re.search(r"<body[^>]*>", dom.stdout).group(0)
+    parsed = _Tables()
+    parsed.feed(out.read_text())
+    n, tables = len(parsed.images), len(parsed.tables)
+    assert f'data-images="{n}/{n}"' in body and f'data-tables="{tables}/{tables}"' in body, body
+    assert 'data-json="ok,ok,ok"' in body and 'data-footer="yes"' in body, body
+    summary = orjson.loads(run(["--by", "policy", "--by", "domain", hostile["base"],
+                                hostile["trained"]]).stdout)
+    assert parsed.data["metrics"] == summary
+    assert HOSTILE_DOMAIN in summary["by_policy"][HOSTILE_MODELS[BASE]]["by_domain"]
+    shown = [cell for table in parsed.tables for row in table for cell in row]
+    assert any(cell.startswith("t0<!--<script> #") for cell in shown)  # shown as text
+
+
+def test_hostile_names_in_markdown_are_text(hostile, tmp_path):
+    """The Markdown page copied raw `<script>`, `<img onerror>`, `javascript:` links and line
+    breaks. Rendered by a CommonMark parser (markdown-it, as GitHub's is), no name becomes
+    markup, every table row stays one row, and the JSON fences parse back."""
+    from markdown_it import MarkdownIt
+
+    out = tmp_path / "report.md"
+    assert run(["report", "--format", "markdown", "--compare", hostile["base"],
+                hostile["trained"], "--graded", hostile["graded"], "-o", str(out)]).exit_code == 0
+    text = out.read_text()
+    rendered = MarkdownIt("commonmark").enable("table").render(text)
+    for markup in ("<script", "<img src=x", "<svg", 'href="javascript', "<a "):
+        assert markup not in rendered, markup
+    assert "&lt;!--&lt;script&gt;" in rendered and "t4\\nline break | cell" in rendered
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    fences = [t.content for t in tokens if t.type == "fence"]
+    assert len(fences) == 3 and orjson.loads(fences[0])["overall"]["tasks"] == 20
+    rows = [t for t in tokens if t.type == "tr_open"]
+    tally = [line for line in text.splitlines() if line.startswith("| ") and " #" in line]
+    assert len(tally) == 40 and len(rows) >= 40  # one line, one row per (policy, task)

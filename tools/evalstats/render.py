@@ -22,7 +22,22 @@ def change(x: float | None) -> str:
 
 
 class Markup(str):
-    """Cell text that is already HTML (a marked best value): not escaped again."""
+    """Cell text that is already markup (a marked best value): not escaped again."""
+
+
+MARKDOWN_SPECIAL = frozenset("\\`*_[]<>|&~")  # links, code, emphasis, HTML, table cells
+
+
+def one_line(text: str) -> str:
+    """A name on one line: a line break in a task, domain or policy name would end a table
+    row (or a heading) and start markup of its own."""
+    return text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", " ")
+
+
+def md_escape(text: str) -> str:
+    """Text that Markdown shows as it is: on one line, with each character that could start a
+    link, image, code span, emphasis, raw HTML or a table cell backslash-escaped."""
+    return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in one_line(text))
 
 
 STYLES = ("table", "markdown", "html")
@@ -38,19 +53,21 @@ def grid(headers: Sequence[str], rows: Sequence[Sequence[str]], style: str = "ta
         body = "".join(f"<tr>{cells('td', r)}</tr>" for r in rows)
         return f"<table><thead><tr>{cells('th', headers)}</tr></thead><tbody>{body}</tbody></table>"
     if style == "markdown":
-        lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(
+        def cell(c):
+            return c if isinstance(c, Markup) else md_escape(c)
+        lines = ["| " + " | ".join(map(cell, headers)) + " |", "|" + "|".join(
             "---" if i == 0 else "---:" for i in range(len(headers))) + "|"]
-        return "\n".join(lines + ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |"
-                                  for r in rows])
+        return "\n".join(lines + ["| " + " | ".join(map(cell, r)) + " |" for r in rows])
+    rows = [[one_line(c) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     fmt = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths))
     return "\n".join(fmt.format(*r) for r in [headers, *rows])
 
 
-def _groups(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def _groups(report: dict[str, Any], overall: bool = True) -> list[tuple[str, dict[str, Any]]]:
     """(row name, group): the groups of one policy first, then those that pool several,
     named so (a pooled row never heads the table, and no column head comes from one)."""
-    out = [("overall", report["overall"])]
+    out = [("overall", report["overall"])] if overall else []
     for key, groups in report.items():
         if key.startswith("by_"):
             out += [(f"{key[3:]}={name}", g) for name, g in groups.items()]
@@ -78,13 +95,14 @@ def metrics_table(report: dict[str, Any], style: str = "table") -> str:
     return listing if cross is None else f"{cross}\n\n{listing}"
 
 
-def groups_table(report: dict[str, Any], style: str = "table") -> str:
+def groups_table(report: dict[str, Any], style: str = "table", overall: bool = True) -> str:
     """One row per group (those of one policy first: _groups); rates in percent. pass@1 is
     pooled (successes / clean attempts) with its standard error; the task mean beside it
     (pass@1 and pass^1 averaged over tasks, so k = 1 gets no column of its own); then pass@k
     and pass^k per k > 1, and k/k: tasks solved in all their k attempts, of the tasks (its head
-    names the k the rows share; where they differ, each cell names its own)."""
-    groups = _groups(report)
+    names the k the rows share; where they differ, each cell names its own). `overall`: False
+    leaves that row out (the report's single policy is its only group)."""
+    groups = _groups(report, overall)
     ks = shown_ks([g for _, g in groups])
     k_all = row_k({name: g for name, g in groups if g.get("policies", 1) < 2})
     headers = ["group", "tasks", "attempts", "sys_err", "pass@1(pooled)%", "±se",
@@ -200,7 +218,7 @@ def _mark(text: str, mark: int, style: str) -> str:
     if not mark:
         return text
     if style == "markdown":
-        return f"**{text}**" if mark == 1 else f"<u>{text}</u>"
+        return Markup(f"**{text}**" if mark == 1 else f"<u>{text}</u>")
     if style == "html":
         return Markup(f"<strong>{text}</strong>" if mark == 1 else f"<u>{text}</u>")
     return text + ("*" if mark == 1 else "+")
@@ -227,8 +245,8 @@ def compare_cost_table(report: dict[str, Any], style: str = "table") -> str | No
     if all(g["cost"]["base"]["total_usd"] is None and g["cost"]["new"]["total_usd"] is None
            for _, g in groups):
         return None
-    headers = ["group", "$/success base", "new", "change [95%]", "$/reliable base", "new",
-               "change [95%]"]
+    ci = Markup("change [95%]")  # no name in it: nothing to escape
+    headers = ["group", "$/success base", "new", ci, "$/reliable base", "new", ci]
     rows = []
     for name, g in groups:
         c = g["cost"]
@@ -241,13 +259,14 @@ def compare_cost_table(report: dict[str, Any], style: str = "table") -> str | No
 
 
 def change_interval(x: float | None, ci: list | None) -> str:
-    """`-49.5% [-70.1, -12.0]` (an unbounded upper end is +inf), or `-` without a change."""
+    """`-49.5% [-70.1, -12.0]` (an unbounded upper end is +inf), or `-` without a change; only
+    numbers, so no markup to escape."""
     if x is None:
         return "-"
     if ci is None:
         return f"{change(x)} (no interval)"
     hi = "+inf" if ci[1] is None else f"{ci[1]:+.1f}"
-    return f"{change(x)} [{ci[0]:+.1f}, {hi}]"
+    return Markup(f"{change(x)} [{ci[0]:+.1f}, {hi}]")
 
 
 def partial_pricing(cost: dict[str, Any]) -> list[str]:
@@ -264,7 +283,7 @@ def with_notes(table: str, notes: list[str], style: str) -> str:
         return table
     if style == "html":
         return Markup(table + "".join(f'<p class="note">{escape(n)}</p>' for n in notes))
-    return "\n".join([table, *notes])
+    return "\n".join([table, *(md_escape(n) if style == "markdown" else n for n in notes)])
 
 
 def compare_rates_table(report: dict[str, Any], style: str = "table") -> str:
@@ -280,13 +299,13 @@ def compare_rates_table(report: dict[str, Any], style: str = "table") -> str:
                      pct(p1["se"]), pct(pk["base"]), pct(pk["new"]), pct(pk["delta"]),
                      _tasks(every["base"]), _tasks(every["new"]), _tasks(every["delta"], "+"),
                      "-" if g["p_new_better"] is None else f"{g['p_new_better']:.3f}"])
-    notes = [f"k/k at k = {obs['k']}: {' and '.join(n.upper() for n in obs['estimated'])} "
-             f"ran more attempts per task; counted as pass^{obs['k']} over them (the expected "
-             f"tasks solved in {obs['k']} of its attempts)"] if obs.get("estimated") else []
+    notes = [(f"k/k at k = {obs['k']}: {' and '.join(n.upper() for n in obs['estimated'])} "
+              f"ran more attempts per task; counted as pass^{obs['k']} over them (the expected "
+              f"tasks solved in {obs['k']} of its attempts)")] if obs.get("estimated") else []
     return with_notes(grid(headers, rows, style), notes, style)
 
 
-def _tasks(x: float | int, sign: str = "") -> str:
+def _tasks(x: float, sign: str = "") -> str:
     """A count of tasks: an integer, or an expected count to one decimal."""
     return f"{x:{sign}d}" if isinstance(x, int) else f"{x:{sign}.1f}"
 

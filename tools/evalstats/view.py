@@ -176,6 +176,16 @@ class View:
             report[f"by_{G.POLICY}"] = self.by(G.POLICY)
         return report
 
+    def study(self, ks: list[int] | None) -> dict:
+        """report() by policy, and by policy × domain when the records have a domain (the
+        report page's object, and summary --plot's)."""
+        try:
+            G.check_present(self.tally, ["domain"], self.tasks)
+            by = [G.POLICY, "domain"]
+        except G.FieldAbsent:
+            by = [G.POLICY]
+        return self.report(by, ks)
+
     def common_repeats(self) -> int:
         """The largest k every task of every policy can answer (with one policy, of `overall`:
         a task two policies ran has both runs' attempts there, but each run's k is the one
