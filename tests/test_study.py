@@ -428,3 +428,83 @@ def test_hostile_names_in_markdown_are_text(hostile, tmp_path):
     rows = [t for t in tokens if t.type == "tr_open"]
     tally = [line for line in text.splitlines() if line.startswith("| ") and " #" in line]
     assert len(tally) == 40 and len(rows) >= 40  # one line, one row per (policy, task)
+
+
+# --- the page a newcomer sees --------------------------------------------------------------------
+
+def sections(path: Path) -> list[str]:
+    return re.findall(r"<h2>(.*?)</h2>", path.read_text())
+
+
+def test_the_report_names_policies_and_leaves_out_sections_without_data(files, tmp_path):
+    """The demo's page named the trained policy by its checkpoint's path, drew an empty cost
+    chart ("no cost data") and a heat map of all policies pooled. --label names a policy (its
+    model or its attempt file); a section without data is not there."""
+    base, trained = (write(tmp_path / f"{name}.jsonl",
+                           [{k: v for k, v in r.items() if k not in ("cost_usd", "usage")}
+                            for r in records])
+                     for name, records in (("base", files["records"][0]),
+                                           ("trained", files["records"][1])))
+    out = tmp_path / "r.html"
+    result = run(["report", "--compare", base, trained, "--label", f"{trained}=trained",
+                  "--label", f"{BASE}=base", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert sections(out) == ["policy × domain", "Summary", "Comparison: base → trained",
+                             "By domain, per policy", "Per-task outcomes", "Difficulty posteriors"]
+    text = out.read_text()
+    assert "no cost data" not in text and f"trained: {TRAINED}" in text
+    bad = run(["report", "--label", "nowhere=x", "-o", str(out), files["base"]])
+    assert bad.exit_code == 2 and bad.stderr.startswith("--label nowhere=x: no policy's model is")
+    no_domain = write(tmp_path / "nd.jsonl", [{k: v for k, v in r.items() if k != "domain"}
+                                              for r in files["records"][0]])
+    assert run(["report", "-o", str(out), no_domain]).exit_code == 0
+    assert sections(out) == ["Summary", "Cost vs pass@1", "Per-task outcomes",
+                             "Difficulty posteriors"]
+
+
+def test_the_outcome_figure_draws_the_named_tasks_split_by_the_checks_that_failed(files):
+    """Figure 2 drew the first 60 tasks, could not be pointed at one, and had no outcome
+    categories. --task picks; each bar is successes then the failed attempts by the checks
+    that failed in them, counted here from the graded episodes by hand."""
+    from endstate.evalstats import figures as F
+
+    records = [orjson.loads(line) for line in run(["tally", "--graded", files["graded"],
+                                                   files["base"], files["trained"]]).stdout.splitlines()]
+    fig = F.outcomes_figure(records, ["travel-task-4"])
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        f"travel-task-4 · {F.shorts([BASE, TRAINED], 30)[p]}" for p in (BASE, TRAINED)]
+    for row, model in enumerate((BASE, TRAINED)):
+        mine = [e for e in files["records"][2]
+                if e["task_id"] == "travel-task-4" and e["policy"]["model"] == model]
+        kinds = Counter(" + ".join(sorted(c["id"] for c in e["checks"] if not c["passed"]))
+                        for e in mine if not e["reward"])
+        expected = [("success", sum(e["reward"] for e in mine)),
+                    *sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))]
+        bars = sorted((p for p in ax.patches if abs(p.get_y() + p.get_height() / 2 - row) < 1e-9),
+                      key=lambda p: p.get_x())
+        widths = [(p.get_label(), round(p.get_width() * 8)) for p in bars]
+        legend = {kind: colour for kind, colour in zip(
+            [t.get_text() for t in fig.legends[0].get_texts()],
+            [h.get_facecolor() for h in fig.legends[0].legend_handles])}
+        assert [w for _, w in widths] == [n for _, n in expected if n]
+        assert all(tuple(p.get_facecolor()) == tuple(legend[kind]) for p, (kind, n) in
+                   zip(bars, [e for e in expected if e[1]]))
+    result = run(["report", "--task", "nope", "-o", "/dev/null", files["base"]])
+    assert result.exit_code == 2 and result.stderr.startswith("--task nope: no attempt of it")
+
+
+def test_the_frontier_is_per_policy_in_summary_plot_as_in_the_report(files, tmp_path):
+    """summary --plot drew one point per model, so one model prompted two ways was one point;
+    the report drew one per policy. Both draw per policy now."""
+    from endstate.evalstats import figures as F
+
+    base = files["records"][0]
+    other = [{**r, "prompting": {**PROMPTING, "few_shot": False},
+              "cost_usd": 2 * r["cost_usd"]} for r in base]
+    path = write(tmp_path / "two.jsonl", [*base, *other])
+    report = orjson.loads(run(["--by", "policy", path]).stdout)
+    points = F.priced_points(report["by_policy"])
+    assert sorted(points) == [f"{BASE} [few_shot=False]", f"{BASE} [few_shot=True]"]
+    png = tmp_path / "f.png"
+    assert run(["--plot", str(png), path]).exit_code == 0 and png.read_bytes()[:4] == b"\x89PNG"
