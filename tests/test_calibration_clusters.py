@@ -123,15 +123,21 @@ def own_variance(values, labels) -> float:
     return I.spread(variance_and_df(values, labels), 0.0).variance
 
 
+WIDTHS: dict[tuple[str, str, int, str], float] = {}  # (regime, statistic, rule) -> mean width
+
+
 def coverage(regime: Regime, rule, seed: int) -> dict[tuple[str, int], float]:
     rng = np.random.default_rng(seed)
     truths = {s: truth(regime, *s) for s in regime.statistics}
-    hits = Counter()
+    hits, widths = Counter(), Counter()
     for _ in range(REPS):
         ns, cs, labels = draw(rng, regime)
         for which, k in regime.statistics:
             lo, hi = rule(ns, cs, labels, which, k)
             hits[which, k] += lo <= truths[which, k] <= hi
+            widths[which, k] += hi - lo
+    for s in regime.statistics:
+        WIDTHS[regime.name, *s, rule.__name__] = widths[s] / REPS
     return {s: hits[s] / REPS for s in regime.statistics}
 
 
@@ -139,8 +145,10 @@ NAMES = {"at": "pass@{}", "hat": "pass^{}", "all": "k/k (n = {})"}
 
 
 def say(regime: str, statistic, before: float, after: float) -> None:
+    width = [WIDTHS.get((regime, *statistic, rule)) for rule in ("replaced", "shipped")]
+    widths = f" (mean width {width[0]:.3f} → {width[1]:.3f})" if None not in width else ""
     print(f"\n{regime}: {NAMES[statistic[0]].format(statistic[1])}: before {before:.3f}, "
-          f"after {after:.3f}")
+          f"after {after:.3f}{widths}")
 
 
 @pytest.mark.parametrize("regime", REGIMES, ids=[r.name for r in REGIMES])
