@@ -22,6 +22,7 @@ from endstate.evalstats.view import (
     check_cluster,
     cluster_option,
     compare_files,
+    ks_option,
     parse_ks,
     price_option,
     read_tasks,
@@ -79,9 +80,7 @@ def cli():
               help="Also report per value of this field, as by_FIELD (repeatable; `policy`: "
               "model and prompting). Two: each group of the first also holds by_SECOND, and "
               "the table is first × second.")
-@click.option("--k", "ks", callback=parse_ks, metavar="K,K,...",
-              help="k values of pass@k and pass^k.  [default: 1, 5 and the largest common "
-              "repeat count]")
+@ks_option
 @cluster_option
 @price_option
 @click.option("--expect-tasks", type=click.Path(dir_okay=False, allow_dash=True),

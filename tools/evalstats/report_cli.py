@@ -23,7 +23,7 @@ from endstate.evalstats.view import (
     cluster_option,
     compare_files,
     duplicates_option,
-    parse_ks,
+    ks_option,
     price_option,
     read_tasks,
     reading_options,
@@ -128,9 +128,7 @@ def parse_labels(ctx, param, values) -> tuple[tuple[str, str], ...]:
               help="Attempt files of a base and a new run (trained): their paired comparison, "
               "and an arrow from BASE to NEW on the frontier (repeatable; both join FILES).")
 @graded_option
-@click.option("--k", "ks", callback=parse_ks, metavar="K,K,...",
-              help="k values of pass@k and pass^k.  [default: 1, 5 and the largest common "
-              "repeat count]")
+@ks_option
 @cluster_option
 @price_option
 @top_option

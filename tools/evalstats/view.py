@@ -33,6 +33,9 @@ def parse_ks(ctx, param, value):
     return ks
 
 
+ks_option = click.option("--k", "ks", callback=parse_ks, metavar="K,K,...",
+                         help="k values of pass@k and pass^k.  [default: 1, 5 and the largest "
+                         "common repeat count]")
 format_option = click.option("--format", "fmt", type=click.Choice(["json", "table", "markdown"]),
                              default="json", show_default=True,
                              help="json: one object (jq-friendly); table or markdown: for people.")
