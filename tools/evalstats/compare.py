@@ -89,7 +89,7 @@ def _mean_slope(base, new, kind: str, k: int | None) -> float:
 def _paired_share(base, new, labels) -> S.ClusterShare | None:
     """The ClusterShare of the per-task differences of pass@1, with pass@1's mean slope over
     both runs (with --cluster; None otherwise or below two clusters)."""
-    if labels is None:
+    if labels is None or not base[0]:
         return None
     d = [cn / nn - cb / nb for nb, cb, nn, cn in zip(*base, *new)]
     return S.cluster_share(d, _mean_slope(base, new, "hat", 1), labels)

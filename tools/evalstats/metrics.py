@@ -115,7 +115,7 @@ def pooled_policies(group: dict[str, Any]) -> dict[str, Any]:
 def cluster_share(ns: Sequence[int], cs: Sequence[int], labels, mult=None
                   ) -> S.ClusterShare | None:
     """pass@1's ClusterShare over the rows (None without clusters, or below two)."""
-    if labels is None:
+    if labels is None or not ns:
         return None
     return S.cluster_share([c / n for n, c in zip(ns, cs)], E.logit_slope(ns, cs, "hat", 1, mult),
                            labels, mult)
