@@ -33,6 +33,9 @@ def parse_ks(ctx, param, value):
     return ks
 
 
+ks_option = click.option("--k", "ks", callback=parse_ks, metavar="K,K,...",
+                         help="k values of pass@k and pass^k.  [default: 1, 5 and the largest "
+                         "common repeat count]")
 format_option = click.option("--format", "fmt", type=click.Choice(["json", "table", "markdown"]),
                              default="json", show_default=True,
                              help="json: one object (jq-friendly); table or markdown: for people.")
@@ -118,7 +121,8 @@ class View:
 
     def __init__(self, tally: T.Tally, tasks: dict | None, cluster: str | None, estimand: str):
         self.tally, self.tasks, self.estimand = tally, tasks, estimand
-        self.overall = G.group_tasks(tally).get("overall", {})
+        self.overall = G.group_tasks(tally).get("overall", G.TaskCounts())
+        self.cluster = cluster
         self.clusters = self.property(cluster) if cluster else None
         self.ks: list[int] = []
 
@@ -146,17 +150,19 @@ class View:
         ks = self.ks if ks is None else ks
         return {name: self.metrics(tasks, ks) for name, tasks in sorted(self.groups(field).items())}
 
-    def metrics(self, tasks: G.TaskCounts, ks: list[int]) -> dict:
-        return M.metrics(tasks, ks, self.clusters, self.estimand, strict_k=False)
+    def metrics(self, tasks: G.TaskCounts, ks: list[int], strict_k: bool = False) -> dict:
+        return M.metrics(tasks, ks, self.clusters, self.estimand, strict_k, self.cluster,
+                         max(len(tasks.policies), 1))
 
     def report(self, by_fields, ks: list[int] | None) -> dict:
         """`overall` (never touched by --by: its default k comes from its own tasks), then a
         by_FIELD map per --by field (a k some task there cannot answer is null there); with two
-        or more, each group of the first also holds by_SECOND: the first × second table."""
+        or more, each group of the first also holds by_SECOND: the first × second table. With
+        several policies and no --by model or policy, by_policy too: a group that pools them
+        has no pass@k, pass^k or k/k (metrics.pooled_policies)."""
         self.ks = ks if ks is not None else G.default_ks(self.common_repeats())
         try:
-            report = {"overall": M.metrics(self.overall, self.ks, self.clusters, self.estimand,
-                                           strict_k=ks is not None)}
+            report = {"overall": self.metrics(self.overall, self.ks, strict_k=ks is not None)}
         except M.KTooLarge as e:
             raise EndstateError(f"--k {e.k}: task {e.task_id!r} has only {e.n} clean "
                                 f"attempt(s); use k <= {e.n}, or re-run its missing attempts",
@@ -169,7 +175,19 @@ class View:
             for (a, b), tasks in sorted(cells.items()):
                 group = report[f"by_{first}"][a].setdefault(f"by_{second}", {})
                 group[b] = self.metrics(tasks, self.ks)
+        if len(self.tally.policies) > 1 and not {"model", G.POLICY} & set(by_fields):
+            report[f"by_{G.POLICY}"] = self.by(G.POLICY)
         return report
+
+    def study(self, ks: list[int] | None) -> dict:
+        """report() by policy, and by policy × domain when the records have a domain (the
+        report page's object, and summary --plot's)."""
+        try:
+            G.check_present(self.tally, ["domain"], self.tasks)
+            by = [G.POLICY, "domain"]
+        except G.FieldAbsent:
+            by = [G.POLICY]
+        return self.report(by, ks)
 
     def common_repeats(self) -> int:
         """The largest k every task of every policy can answer (with one policy, of `overall`:
@@ -185,24 +203,28 @@ class View:
         labels = G.policy_labels(self.tally)
         models = {model for model, _ in self.tally.policies}
         if len(labels) > 1 and not {"model", G.POLICY} & set(by_fields):
-            click.echo(f"evalstats: the attempts come from {len(labels)} policies; `overall` pools "
-                       "them (--by model, or --by policy, reports each)", err=True)
+            click.echo(f"evalstats: the attempts come from {len(labels)} policies: by_policy "
+                       "reports each; `overall` pools them, without pass@k, pass^k or k/k",
+                       err=True)
         elif "model" in by_fields and len(models) < len(labels):
             click.echo("evalstats: some model was run with several prompting settings; by_model "
-                       "pools them (--by policy tells them apart)", err=True)
+                       "pools them, without pass@k, pass^k or k/k (--by policy tells them apart)",
+                       err=True)
 
 
-def warn_cost(overall: dict) -> None:
-    cost = overall["cost"]
-    recorded = overall["attempts"] + overall["system_errors"]
+def warn_cost(cost: dict, who: str = "") -> None:
+    """Say on stderr when attempts of a --price model have no token counts, and when only some
+    attempts have a cost (`who`: the run, in compare)."""
+    who = f"{who}: " if who else ""
     if cost["unpriced_attempts"]:
-        click.echo(f"evalstats: {cost['unpriced_attempts']} attempt(s) of a --price model have no "
-                   "usage.agent token counts: they are left out of the cost "
+        click.echo(f"evalstats: {who}{cost['unpriced_attempts']} attempt(s) of a --price model "
+                   "have no usage.agent token counts: they are left out of the cost "
                    "(cost.unpriced_attempts)", err=True)
-    if 0 < cost["priced_attempts"] < recorded:
-        click.echo(f"evalstats: only {cost['priced_attempts']} of {recorded} attempts have a cost "
-                   "(cost_usd, or --price for their model); total_usd covers those, the ratios "
-                   "are the priced attempts' (docs/evalstats.md)", err=True)
+    if 0 < cost["priced_attempts"] < cost["recorded_attempts"]:
+        click.echo(f"evalstats: {who}only {cost['priced_attempts']} of "
+                   f"{cost['recorded_attempts']} attempts have a cost (cost_usd, or --price for "
+                   "their model); total_usd covers those, the ratios are the priced attempts' "
+                   "(docs/evalstats.md)", err=True)
 
 
 def read_tasks(path: str, skip: SkipLog | None) -> dict[str, dict]:
@@ -237,17 +259,34 @@ def compare_files(base: str, new: str, by_fields: list[str], k: int | None, clus
     _say_what_is_paired(views, base, new)
     clusters = _agreed(views, cluster, tasks) if cluster else None
     try:
-        report = compare_runs(views[0].overall, views[1].overall, k, reading.estimand, clusters)
+        report = compare_runs(views[0].overall, views[1].overall, k, reading.estimand, clusters,
+                              cluster)
         for field in by_fields:
             agreed = _agreed(views, field, tasks) if G.is_task_field(field, tasks) else None
             b, n = (v.groups(field, agreed) for v in views)
             report[f"by_{field}"] = {name: compare_runs(b[name], n[name], report["pass_at_k"]["k"],
-                                                        reading.estimand, clusters)
+                                                        reading.estimand, clusters, cluster)
                                      for name in sorted(set(b) & set(n))}
     except M.KTooLarge as e:
         raise EndstateError(f"--k {e.k}: task {e.task_id!r} has only {e.n} clean attempt(s) in one "
                             f"of the runs; use k <= {e.n}", ExitCode.USAGE) from None
+    for name, path in (("base", base), ("new", new)):
+        warn_cost(report["cost"][name], f"{name.upper()} ({path})")
+    _say_k(report, views)
     return report
+
+
+def _say_k(report: dict, views: list[View]) -> None:
+    """Say on stderr when the runs' repeat counts differ: k/k is compared at the smaller."""
+    obs = report["observed_all"]
+    if obs["estimated"]:
+        ranges = []
+        for name, view in zip(("BASE", "NEW"), views):
+            ns = sorted({c.attempts for c in view.overall.values() if c.attempts})
+            ranges.append(f"{name} {ns[0]}" + (f"–{ns[-1]}" if len(ns) > 1 else ""))
+        click.echo(f"evalstats compare: attempts per task differ ({', '.join(ranges)}): k/k is "
+                   f"compared at k = {obs['k']}, {' and '.join(n.upper() for n in obs['estimated'])}"
+                   f"'s as pass^{obs['k']} over its attempts (observed_all.estimated)", err=True)
 
 
 def _agreed(views: list[View], field: str, tasks: dict | None) -> dict:
