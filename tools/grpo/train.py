@@ -60,7 +60,7 @@ from endstate.core.errors import EndstateError
 from endstate.core.grading.grader import Grader
 from endstate.core.records.episode import attempt_record
 from endstate.core.records.jsonl import checked_line, dumps
-from endstate.grpo.algorithm import group_advantages, normalizer
+from endstate.grpo.algorithm import advantages, normalizer
 from endstate.grpo.batch import Sample, sample_of
 from endstate.grpo.checkpoint import (
     latest_checkpoint,
@@ -73,13 +73,15 @@ from endstate.grpo.config import TrainConfig, pool_domains, pool_tasks
 from endstate.grpo.dashboards import Dashboards, scalars
 from endstate.grpo.distributed import init_distributed, leave_distributed
 from endstate.grpo.engine import Policy, ds_config, resolve_ds_config
+from endstate.grpo.objective import LossConfig
 from endstate.grpo.evaluation import Evaluation
-from endstate.grpo.metrics import loss_config, reduce_stats, step_line, step_log, step_metrics
+from endstate.grpo.metrics import reduce_stats, step_line, step_log, step_metrics
 from endstate.grpo.outcome import Outcome
 from endstate.grpo.prepare import check_run_endpoints, judge_of, runnable_pool, seed_everything
 from endstate.grpo.retire import retirement_of
 from endstate.grpo.rollouts import run_config, run_groups, slim
 from endstate.grpo.sampling import Collected, Group, PoolSampler, collect
+from endstate.grpo.settings import recorded
 
 LOGS = ("metrics.jsonl", "attempts.jsonl", "episodes.jsonl")  # per step: cut back on --resume
 
@@ -213,13 +215,12 @@ class Trainer:
             self.policy.refresh_replica()
 
     def _generator(self, seed: int):
+        sampling = run_config(self.cfg, seed, self.prompting).sampling  # the episodes' own
         if self.vllm:
-            return self.vllm.sampler(self.cfg.max_new_tokens, self.cfg.temperature, self.cfg.top_p, seed,
-                                     top_k=self.cfg.top_k, stop=self.cfg.stop)
+            return self.vllm.sampler(sampling, seed)
         module = self.policy.rollout_model()
         module.eval()
         # log-probs at the sampling temperature: what the update's ratio compares against
-        sampling = run_config(self.cfg, seed, self.prompting).sampling
         return LocalGenerator(module, self.policy.tokenizer, sampling,
                               seed=seed, max_batch=self.cfg.jobs, logprobs_at_temperature=True).generate
 
@@ -285,7 +286,7 @@ class Trainer:
         rollout_s = time.perf_counter() - started
         samples = [sample_of(e["turns"], a, e["episode_id"])
                    for g in collected.groups
-                   for e, a in zip(g.episodes, group_advantages(g.rewards, cfg.std_norm, cfg.adv_eps))]
+                   for e, a in zip(g.episodes, advantages(g.rewards, cfg))]
         # no token sampled, nothing to train (its reward is in its group's advantages): dropped, counted
         empty = sum(not s.completion_tokens for s in samples)
         samples = [s for s in samples if s.completion_tokens]
@@ -297,7 +298,7 @@ class Trainer:
             per_rank = max(-(-len(shard_samples(samples, r, self.world)) // cfg.micro_batch)
                            for r in range(self.world))
             norm = normalizer([s.completion_tokens for s in samples], cfg.loss_agg, cfg.max_new_tokens)
-            stats = self.policy.update(mine, loss_config(cfg), norm, per_rank)
+            stats = self.policy.update(mine, LossConfig.of(cfg), norm, per_rank)
             stats = reduce_stats(stats, self.world, self.policy.engine.device)
             self._refresh_rollout_weights()
         elif samples:
@@ -305,7 +306,7 @@ class Trainer:
         update_s = time.perf_counter() - t
         self.step += 1
         metrics = step_metrics(self.step, collected, samples, stats, skipped,
-                               time.perf_counter() - started, rollout_s, update_s, cfg.rollout_is_level, empty)
+                               time.perf_counter() - started, rollout_s, update_s, recorded(cfg), empty)
         metrics.update(self.retirement.step_metrics(collected.generated, self.sampler, self.step)
                        if self.retirement else {"retired": []})
         metrics.update(self.evaluate())
