@@ -60,7 +60,7 @@ def test_a_stale_settings_table_is_caught():
 
 def test_every_setting_is_a_row_and_every_row_a_setting():
     table = _docs_tables().grpo_settings()
-    keys = re.findall(r"^\| `(\w+)` \|", table, re.M)
+    keys = re.findall(r"^\| `(\w+)` \|", table, re.MULTILINE)
     assert keys == [p.name for p in train.params if p.name in DECLARED]
     assert sorted(keys) == sorted(f.name for f in dataclasses.fields(TrainConfig))
 
@@ -144,7 +144,7 @@ def test_the_reference_config_reads_and_says_the_declared_defaults():
                 assert choice in DECLARED[name].kind.choices, (name, choice)
                 listed += 1
     assert listed >= 5
-    deepspeed = re.search(r"^deepspeed: \S+ +# (.*)$", YAML.read_text(), re.M).group(1)
+    deepspeed = re.search(r"^deepspeed: \S+ +# (.*)$", YAML.read_text(), re.MULTILINE).group(1)
     shipped = {p.stem for p in (ROOT / "configs" / "deepspeed").glob("*.json")}
     assert set(deepspeed.split(" | ")) - {"path/to.json"} == shipped
 
@@ -211,3 +211,29 @@ def test_vllm_sampling_params_are_the_sampling_settings_by_name():
     assert sampling_params(Sampling()) == {"max_tokens": 256, "temperature": 1.0, "top_p": 1.0}
     with pytest.raises(EndstateError, match="extra_body"):
         sampling_params(Sampling(extra_body={"k": 1}))
+
+
+def test_a_loss_registered_from_outside_endstate_is_a_choice_the_update_runs(tmp_path):
+    """As a user's module (or a plugin) registers one: `--policy-loss` takes its name, and the
+    update calls it, with the batch's tensors, where it calls the built-in ones."""
+    import torch
+
+    from endstate.grpo.algorithm import POLICY_LOSSES, Surrogate
+    from endstate.grpo.objective import micro_batch_loss
+
+    def reinforce(logprobs, old_logprobs, advantages, mask, cfg):
+        zero = torch.zeros_like(logprobs)
+        return Surrogate(-logprobs * advantages, zero, zero, zero)  # (B, T): −A·log π
+
+    POLICY_LOSSES.register("reinforce")(reinforce)
+    try:
+        result = CliRunner().invoke(cli, [*DRY, "--out", str(tmp_path / "r"), "--policy-loss", "reinforce"])
+        assert result.exit_code == 0 and "policy_loss: reinforce" in result.output, result.output
+        logp = torch.tensor([[-1.0, -2.0, -0.5]], requires_grad=True)
+        mask, adv = torch.tensor([[1.0, 1.0, 0.0]]), torch.full((1, 3), 0.5)
+        objective, _ = micro_batch_loss(logp, logp.detach(), adv, mask, LossConfig(policy_loss="reinforce"), 2.0)
+        objective.backward()
+        # (0.5·1 + 0.5·2) / 2 and −A / 2 on the two completion tokens: dyadic, exact
+        assert objective.item() == 0.75 and logp.grad.tolist() == [[-0.25, -0.25, 0.0]]
+    finally:
+        POLICY_LOSSES._entries.pop("reinforce")

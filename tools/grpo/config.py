@@ -23,7 +23,14 @@ from endstate.core.wire.keys import ROLE_KEYS, Role, resolve_keys
 from endstate.grpo.algorithm import ADVANTAGES
 from endstate.grpo.correction import IS_LEVELS
 from endstate.grpo.objective import LossSettings
-from endstate.grpo.settings import Needs, check_values, declarations, read_yaml, refuse_idle_flags, setting
+from endstate.grpo.settings import (
+    Needs,
+    check_values,
+    declarations,
+    read_yaml,
+    refuse_idle_flags,
+    setting,
+)
 
 ROLLOUT_ENGINES = ("local", "vllm")
 REPORT_TO = ("tensorboard", "wandb")

@@ -9,17 +9,19 @@ The algorithm, per step:
      its place (DAPO's dynamic sampling). A group with a `system_error` episode is never scored:
      its task is generated again. Both are bounded: at most `max_rounds` generation rounds per step,
      `max_regenerations` per task; every count goes to the metrics line.
-  3. Advantage of an episode = reward − group mean, divided by (group std + ε) unless --no-std-norm.
-     Every completion token of the episode carries it; prompt, observation and padding tokens are
-     masked out. Training ids are the sampler's own ids (no re-tokenization).
-  4. Loss = clipped surrogate −min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A) per token, capped at c·|A|
+  3. Advantage of an episode = reward − group mean, divided by (group std + ε) unless --no-std-norm
+     (--advantage: algorithm.ADVANTAGES). Every completion token of the episode carries it; prompt,
+     observation and padding tokens are masked out. Training ids are the sampler's own ids (no
+     re-tokenization).
+  4. Loss (--policy-loss: algorithm.POLICY_LOSSES, GSPO's sequence ratio in losses/gspo.py) =
+     clipped surrogate −min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A) per token, capped at c·|A|
      for A < 0 (dual clip), ρ = π_θ / π_old, every log-prob at the sampling temperature (logits/T,
      sampler and trainer alike). π_old is the sampler's log-prob, or, with the rollout importance
      correction on (default for the vllm engine), the trainer's own and the loss is weighted by
      min(π_trainer / π_sampler, C) per token or sequence (correction.py). Aggregated token-mean over
      all completion tokens of the batch (or seq-mean-token-mean, seq-mean-token-sum-norm),
-     + β·KL_k3(π‖π_ref) when kl_coef > 0. Micro-batches accumulate; one AdamW step, gradients
-     clipped at 1.0. If every advantage is zero (no informative group survived), the step is skipped.
+     + β·KL(π‖π_ref) when kl_coef > 0 (k3 per token, or --kl-penalty's). Micro-batches
+     accumulate; one AdamW step, gradients clipped at 1.0. If every advantage is zero (no informative group survived), the step is skipped.
   5. Append one attempt record per episode to attempts.jsonl (each training group is a probe),
      one metrics line to metrics.jsonl; optionally retire tasks whose posterior left the kept bands
      (--retire), or re-bucket the pool online (--rebucket, grpo/retire.py);
@@ -73,9 +75,9 @@ from endstate.grpo.config import TrainConfig, pool_domains, pool_tasks
 from endstate.grpo.dashboards import Dashboards, scalars
 from endstate.grpo.distributed import init_distributed, leave_distributed
 from endstate.grpo.engine import Policy, ds_config, resolve_ds_config
-from endstate.grpo.objective import LossConfig
 from endstate.grpo.evaluation import Evaluation
 from endstate.grpo.metrics import reduce_stats, step_line, step_log, step_metrics
+from endstate.grpo.objective import LossConfig
 from endstate.grpo.outcome import Outcome
 from endstate.grpo.prepare import check_run_endpoints, judge_of, runnable_pool, seed_everything
 from endstate.grpo.retire import retirement_of
