@@ -10,7 +10,7 @@ import math
 
 import pytest
 import torch
-from grpo_fixtures import tiny_model  # noqa: F401 - pytest fixtures
+from grpo_fixtures import step_gradients, tiny_model  # noqa: F401 - tiny_model: a pytest fixture
 from numerics import approx, assert_close, decoder_terms, logprob_magnitude
 
 from endstate.grpo.objective import LossConfig, micro_batch_loss
@@ -150,14 +150,7 @@ def test_deepspeed_gspo_gradient_equals_the_papers_one_batch_objective(tiny_mode
     init_distributed("cpu")
     ds = ds_config(resolve_ds_config("zero0"), micro_batch=2, grad_accum=2, world=1, bf16=False, grad_clip=1.0)
     policy = Policy(tiny_model, ds, 1e-3, 0.0, "cpu", reference=False, seed=0)
-    captured = {}
-    step = policy.engine.step
-
-    def capture():
-        captured.update({n: p.grad.clone() for n, p in policy.module.named_parameters()})
-        step()
-
-    policy.engine.step = capture
+    captured = step_gradients(policy)
     norm = float(sum(s.completion_tokens for s in samples))
     cfg = LossConfig(policy_loss="gspo", micro_batch=2, temperature=0.7, clip_low=EPS_LOW,
                      clip_high=EPS_HIGH, dual_clip=DUAL, rollout_is="off")
