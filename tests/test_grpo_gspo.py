@@ -39,7 +39,8 @@ def by_hand(rows, old_rows):
         bound = None if loss == -s * a else ("high" if a > 0 else "low")
         if a < 0 and loss > -DUAL * a:
             loss, bound = -DUAL * a, "dual"
-        # d(−s·a)/d log π_θ,t = −a·s on every token of the row (s_i,t = sg[s]·π_θ/sg[π_θ]); 0 once a bound bites
+        # d(−s·a)/d log π_θ,t = −a·s on every token of the row (s_i,t = sg[s]·π_θ/sg[π_θ]);
+        # 0 once a bound bites
         out.append((loss, 0.0 if bound else -a * s, bound))
     return out
 
@@ -78,7 +79,8 @@ def test_gspo_loss_and_gradient_match_the_papers_formulas_by_hand(loss_agg):
         want = [per_token * m for m in mask[i].tolist()]
         assert logp.grad[i].tolist() == approx(want, dtype=torch.float64, terms=3 * 5 + 8,
                                                magnitude=abs(per_token) * 2 + 1e-300), i
-    bits = {b: sum(n for n, (_, _, bound) in zip(counts, expected) if bound == b) for b in ("high", "low", "dual")}
+    bits = {b: sum(n for n, (_, _, bound) in zip(counts, expected) if bound == b)
+            for b in ("high", "low", "dual")}
     assert bits == {"high": 5, "low": 3, "dual": 3}  # every case of ROWS is met
     assert (stats["clipped_high"].item(), stats["clipped_low"].item(), stats["dual_clipped"].item()) == (
         bits["high"], bits["low"], bits["dual"])
@@ -148,7 +150,8 @@ def test_deepspeed_gspo_gradient_equals_the_papers_one_batch_objective(tiny_mode
         sampled = [float(own[b, first + t]) - offsets[b][t] for t in range(4)]
         samples.append(Sample(p + c, [False] * len(p) + [True] * 4, [float("nan")] * len(p) + sampled, a))
     init_distributed("cpu")
-    ds = ds_config(resolve_ds_config("zero0"), micro_batch=2, grad_accum=2, world=1, bf16=False, grad_clip=1.0)
+    ds = ds_config(resolve_ds_config("zero0"), micro_batch=2, grad_accum=2, world=1, bf16=False,
+                   grad_clip=1.0)
     policy = Policy(tiny_model, ds, 1e-3, 0.0, "cpu", reference=False, seed=0)
     captured = step_gradients(policy)
     norm = float(sum(s.completion_tokens for s in samples))

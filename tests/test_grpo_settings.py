@@ -53,8 +53,9 @@ def test_a_stale_settings_table_is_caught():
     text = path.read_text()
     table = docs.grpo_settings()
     assert "| `policy_loss` | `--policy-loss` | `ppo-clip` | `ppo-clip`, `gspo`" in table
+    kl_row = next(r for r in table.splitlines() if r.startswith("| `kl_penalty`")) + "\n"
     for stale in (text.replace("| `clip_low` | `--clip-low` | `0.2`", "| `clip_low` | `--clip-low` | `0.3`"),
-                  text.replace(next(r for r in table.splitlines() if r.startswith("| `kl_penalty`")) + "\n", "")):
+                  text.replace(kl_row, "")):
         assert stale != text and docs.regenerated(stale, table, path) == text
 
 
@@ -231,7 +232,8 @@ def test_a_loss_registered_from_outside_endstate_is_a_choice_the_update_runs(tmp
         assert result.exit_code == 0 and "policy_loss: reinforce" in result.output, result.output
         logp = torch.tensor([[-1.0, -2.0, -0.5]], requires_grad=True)
         mask, adv = torch.tensor([[1.0, 1.0, 0.0]]), torch.full((1, 3), 0.5)
-        objective, _ = micro_batch_loss(logp, logp.detach(), adv, mask, LossConfig(policy_loss="reinforce"), 2.0)
+        cfg = LossConfig(policy_loss="reinforce")
+        objective, _ = micro_batch_loss(logp, logp.detach(), adv, mask, cfg, 2.0)
         objective.backward()
         # (0.5·1 + 0.5·2) / 2 and −A / 2 on the two completion tokens: dyadic, exact
         assert objective.item() == 0.75 and logp.grad.tolist() == [[-0.25, -0.25, 0.0]]

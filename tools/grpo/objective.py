@@ -33,9 +33,9 @@ MAXIMA = ("mismatch_max", "is_weight_max")
 class LossSettings:
     """The update's settings (flags and YAML keys of grpo train, TrainConfig inherits them)."""
 
-    policy_loss: str = setting("ppo-clip", "The policy loss: ppo-clip (the clipped surrogate per token), "
-                               "gspo (on the sequence's ratio), or one a plugin registers (docs/grpo.md).",
-                               POLICY_LOSSES.choice(), metric="policy_loss")
+    policy_loss: str = setting("ppo-clip", "The policy loss: ppo-clip (the clipped surrogate per "
+                               "token), or another registered one: grpo/losses/, a plugin "
+                               "(docs/grpo.md).", POLICY_LOSSES.choice(), metric="policy_loss")
     clip_low: float = setting(0.2, "ε_low of the clipped surrogate.", number(0, 1))
     clip_high: float = setting(0.2, "ε_high of the clipped surrogate (DAPO uses 0.28).", number(0, 10))
     dual_clip: float = setting(3.0, "Cap the loss of a negative-advantage token at c·|A| (0: off; "

@@ -1,8 +1,9 @@
 """GSPO: the clipped surrogate on a sequence-level importance ratio (Zheng et al. 2025, "Group
 Sequence Policy Optimization"; verl's `gspo`).
 
-    s_i = exp( (1/|y_i|) Σ_t log(π_θ(y_i,t) / π_old(y_i,t)) )       the geometric mean of the token ratios
-    ℓ_i,t = −min(s_i,t·A_i, clip(s_i,t, 1 − ε_low, 1 + ε_high)·A_i),  s_i,t = sg[s_i]·π_θ(y_i,t)/sg[π_θ(y_i,t)]
+    s_i = exp((1/|y_i|) Σ_t log(π_θ(y_i,t) / π_old(y_i,t)))    the token ratios' geometric mean
+    s_i,t = sg[s_i] · π_θ(y_i,t) / sg[π_θ(y_i,t)]               (sg: stop-gradient)
+    ℓ_i,t = −min(s_i,t·A_i, clip(s_i,t, 1 − ε_low, 1 + ε_high)·A_i)
 
 s_i,t is GSPO-token's ratio: its value is s_i on every token of sequence i, its gradient s_i·∇log
 π_θ(y_i,t), so per-token weights (the importance correction) act on their own token. Aggregated
