@@ -9,11 +9,13 @@ import asyncio
 import copy
 from contextlib import contextmanager
 
+import msgspec
+import orjson
 import pytest
 
-from endstate.core.agent.backends import Turn
 from endstate.core.agent.interpret import TOOL_LISTINGS, Parsed, render_system
-from endstate.core.episode.backends import BACKENDS, build_backend
+from endstate.core.agent.session import Turn
+from endstate.core.episode.backends import BACKENDS, Backend, build_backend
 from endstate.core.episode.config import RunConfig
 from endstate.core.episode.replay import replay
 from endstate.core.episode.runtime import run_all
@@ -30,7 +32,7 @@ def registered(registry: Registry, name: str, entry):
     try:
         yield entry
     finally:
-        registry._entries.pop(name)
+        registry.unregister(name)
 
 
 def test_a_name_registered_twice_is_refused_naming_both():
@@ -55,9 +57,7 @@ class ScriptedSession:
 
     def __init__(self):
         self.turn = 0
-
-    def begin(self, transcript):
-        self.transcript = transcript
+        self.told = []  # every message the session was told of, in order
 
     async def act(self) -> Turn:
         self.turn += 1
@@ -67,12 +67,17 @@ class ScriptedSession:
         return Turn(Parsed(""), None, Usage(20, 0))
 
     def observe(self, new):
-        assert new and new[-1].content  # what the transcript gained: the tool's result
+        assert new
+        self.told += new
 
 
 class ScriptedBackend:
+    def __init__(self):
+        self.sessions = []
+
     def open(self, domain, tool_specs):
-        return ScriptedSession()
+        self.sessions.append(ScriptedSession())
+        return self.sessions[-1]
 
     def close(self):
         """No connections to close."""
@@ -80,7 +85,9 @@ class ScriptedBackend:
 
 def test_a_backend_added_outside_core_runs_episodes_through_the_runtime(domains, tasks):
     task = tasks.get("retail-cancel-pending")
-    with registered(BACKENDS, "scripted-test", lambda cfg, live=None: ScriptedBackend()):
+    built = ScriptedBackend()
+    with registered(BACKENDS, "scripted-test", Backend(lambda cfg, live=None: built, "a script",
+                                                         endpoint=False)):
         cfg = RunConfig(backend="scripted-test", model="none")
         backend = build_backend(cfg)
         episodes = []
@@ -98,6 +105,9 @@ def test_a_backend_added_outside_core_runs_episodes_through_the_runtime(domains,
         assert record["termination"] == "agent_done" and record["policy"]["backend"] == "scripted-test"
         assert [m["role"] for m in record["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
         assert record["usage"]["agent"] == {"prompt_tokens": 30, "completion_tokens": 3}
+    # the loop's list is the only transcript: each session was told of every message, in order
+    told = sorted(orjson.dumps(msgspec.to_builtins(s.told)) for s in built.sessions)
+    assert told == sorted(orjson.dumps(e.record()["messages"]) for e in episodes)
     assert "scripted-test" not in BACKENDS
 
 
