@@ -19,7 +19,7 @@ from test_sandbox import make_domain
 
 from endstate.core.env.domain import Domains
 from endstate.core.episode.plan import done_keys
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.core.errors import ConfigurationError, EndstateError, InputError
 from endstate.core.grading.grader import Grader
 from endstate.core.grading.judge import Judge, JudgeError

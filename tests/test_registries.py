@@ -17,7 +17,7 @@ from endstate.core.agent.interpret import TOOL_LISTINGS, Parsed, render_system
 from endstate.core.agent.session import Turn
 from endstate.core.episode.backends import BACKENDS, Backend, build_backend
 from endstate.core.episode.config import RunConfig
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.core.episode.runtime import run_all
 from endstate.core.grading.checks import CHECK_KINDS
 from endstate.core.grading.grader import Grader

@@ -20,15 +20,16 @@ from typing import Any, Generic, TypeVar
 
 import click
 
-from endstate.core.errors import EndstateError
+from endstate.core.errors import ConfigurationError
 
 T = TypeVar("T")
 
 GROUP_PREFIX = "endstate."
 
 
-class RegistryError(EndstateError, ValueError):
-    """A name registered twice, or a plugin that cannot be loaded: a setup the user fixes."""
+class RegistryError(ConfigurationError, ValueError):
+    """A name registered twice, or a plugin that cannot be loaded: a setup the user fixes, so the
+    command stops whichever record it was on."""
 
 
 def entry_point_group(what: str) -> str:
