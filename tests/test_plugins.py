@@ -1,5 +1,5 @@
-"""Plugins: an installed package registers a domain, a check kind, a tool result format and an agent
-backend through entry points (docs/example/plugin, installed with pip into a folder of its own, never
+"""Plugins: an installed package registers a domain, a check kind, a tool result format, an agent
+backend and a simulated user through entry points (docs/example/plugin, installed with pip into a folder of its own, never
 into the project's environment), and the CLIs use them; registries read plugins once, at first
 use; a plugin that fails to load, or takes a name already registered, is refused naming it."""
 
@@ -53,13 +53,27 @@ def test_an_installed_plugin_adds_a_domain_a_check_kind_a_result_format_and_a_ba
     assert p.returncode == 0, p.stderr
     assert [(a["attempt"], a["reward"]) for a in map(json.loads, p.stdout.splitlines())] == [(0, 1), (1, 1)]
 
-    episodes = run_tool("rollout", "run", "--backend", "counter-bot", tasks, env=env)
+    episodes = run_tool("rollout", "run", "--backend", "counter-bot", "--user", "polite", tasks, env=env)
     graded = json.loads(run_tool("grade", input=episodes.stdout, env=env).stdout)
     assert [(m["role"], m.get("content")) for m in graded["messages"][2:]] == [
-        ("assistant", None), ("tool", "id=C1 value=7"), ("assistant", "Done.")]  # the plain format
+        ("assistant", None), ("tool", "id=C1 value=7"),  # the plain format
+        ("assistant", "Done."), ("user", "Thank you!"), ("assistant", "Done.")]  # the polite user
+    assert graded["termination"] == "user_stop"
     assert graded["checks"][0] == {"id": "total-ten", "kind": "total", "passed": True,
                                    "detail": "total of counters.value: expected 10, got 10"}
-    assert "counter-bot" in run_tool("rollout", "run", "--help", env=env).stdout
+    help_text = run_tool("rollout", "run", "--help", env=env).stdout
+    assert "counter-bot" in help_text and "polite" in help_text
+
+
+def test_grpo_reads_the_same_entry_points(tmp_path):
+    """grpo's registries are registries like the others: a package's entry is a choice of its flag."""
+    site = fake_distribution(tmp_path, "sum-plugin", {"endstate.loss_aggregations": {
+        "token-sum": "sum_plugin:TOKEN_SUM"}}, {"sum_plugin.py": (
+            "from endstate.grpo.algorithm import LossAgg\n"
+            "TOKEN_SUM = LossAgg(lambda loss, mask: (loss * mask).sum(), lambda n, tokens: 1.0)\n")})
+    p = run_tool("grpo", "train", "--help", env=on_path(site))
+    assert p.returncode == 0, p.stderr
+    assert "token-sum" in p.stdout
 
 
 def test_without_the_plugin_its_domain_is_unknown(installed):

@@ -150,3 +150,64 @@ def test_a_loss_aggregation_added_outside_grpo_is_used_by_the_loss():
         assert aggregate(loss, mask, "max-token", 1.0).item() == 2.0
     with pytest.raises(ValueError, match="no loss aggregation 'max-token'"):
         aggregate(loss, mask, "max-token", 1.0)
+
+
+def test_a_user_kind_added_outside_core_plays_episodes_and_says_what_it_cannot_play(domains, tasks):
+    from endstate.core.episode.users import (
+        SIMULATED_USERS,
+        STOP,
+        UserKind,
+        refuse_unplayable,
+        unplayable,
+    )
+    from endstate.core.errors import EndstateError
+
+    class Echo:
+        def __init__(self, task):
+            self.usage, self.said = Usage(), [task.user.opening]
+
+        async def reply(self, transcript):
+            return STOP if len(self.said) > 1 else self.said.pop()
+
+        def close(self):
+            pass
+
+    class Asking(ScriptedSession):
+        async def act(self) -> Turn:
+            self.turn += 1
+            return Turn(Parsed("Anything else?" if self.turn == 1 else ""), None, Usage(1, 1))
+
+    class AskingBackend(ScriptedBackend):
+        def open(self, domain, tool_specs):
+            return Asking()
+
+    task = tasks.get("retail-cancel-pending")
+    kind = UserKind(lambda t, endpoint: Echo(t), "repeats the opening once",
+                    plays=lambda t: t["id"] != "retail-cancel-pending",
+                    refusal=("are not echoed", "run them with another --user"))
+    with registered(SIMULATED_USERS, "echo-test", kind), \
+            registered(BACKENDS, "scripted-test", Backend(lambda cfg, live=None: AskingBackend(),
+                                                          "a script", endpoint=False)):
+        cfg = RunConfig(backend="scripted-test", model="none", user="echo-test")
+        assert cfg.roles()[1].urls == []  # no endpoint: no key to look for
+        assert unplayable([task, tasks.get("retail-return-defective")], "echo-test") == [task["id"]]
+        with pytest.raises(EndstateError, match="1 task.s. are not echoed: retail-cancel-pending; "
+                                                "run them with another --user"):
+            refuse_unplayable([task], "echo-test")
+        episodes = []
+
+        async def run():
+            from endstate.core.console.progress import Progress
+
+            await run_all([(task, 0)], cfg, domains, build_backend(cfg),
+                          lambda t, e: episodes.append(e), Progress(1, "", quiet=True))
+
+        asyncio.run(run())
+    messages = episodes[0].record()["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant"]
+    assert messages[3]["content"] == task["user"]["opening"]  # the echo user's reply
+    assert episodes[0].termination == "agent_done"
+    assert "echo-test" not in SIMULATED_USERS
+    with pytest.raises(EndstateError, match="--user echo-test: no simulated user 'echo-test'; "
+                                            "registered: scripted, llm"):
+        RunConfig(user="echo-test")

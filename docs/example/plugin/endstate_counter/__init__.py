@@ -1,5 +1,6 @@
-"""An endstate plugin: the counter domain, the `total` check kind, the `plain` tool result format
-and the `counter-bot` agent backend, each registered through an entry point (pyproject.toml)."""
+"""An endstate plugin: the counter domain, the `total` check kind, the `plain` tool result format,
+the `counter-bot` agent backend and the `polite` simulated user, each registered through an entry
+point (pyproject.toml)."""
 
 from pathlib import Path
 
