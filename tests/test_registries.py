@@ -153,13 +153,8 @@ def test_a_loss_aggregation_added_outside_grpo_is_used_by_the_loss():
 
 
 def test_a_user_kind_added_outside_core_plays_episodes_and_says_what_it_cannot_play(domains, tasks):
-    from endstate.core.episode.users import (
-        SIMULATED_USERS,
-        STOP,
-        UserKind,
-        refuse_unplayable,
-        unplayable,
-    )
+    from endstate.core.episode.plan import refuse_unplayable, unplayable
+    from endstate.core.episode.users import SIMULATED_USERS, STOP, UserKind
     from endstate.core.errors import EndstateError
 
     class Echo:

@@ -8,9 +8,8 @@ import random
 from typing import Any
 
 from endstate.core.console.progress import note
-from endstate.core.episode.plan import refuse
+from endstate.core.episode.plan import refuse, refuse_unplayable
 from endstate.core.episode.preflight import check_endpoints
-from endstate.core.episode.users import refuse_unplayable
 from endstate.core.grading.grader import Grader
 from endstate.core.grading.judge import Judge
 from endstate.grpo.config import TrainConfig, role_keys

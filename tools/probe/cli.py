@@ -18,11 +18,11 @@ from endstate.core.episode.plan import (
     done_keys,
     episodes_path_writer,
     plan,
+    refuse_unplayable,
     runnable_tasks,
 )
 from endstate.core.episode.preflight import check_endpoints, needs_judge
 from endstate.core.episode.runtime import ATTEMPT_COUNTS, run_episodes
-from endstate.core.episode.users import refuse_unplayable
 from endstate.core.grading.grader import Grader
 from endstate.core.records.episode import attempt_record
 from endstate.core.records.jsonl import checked_line, read_jsonl

@@ -14,10 +14,9 @@ from endstate.core.cli.command import common_options, run, tool_group
 from endstate.core.cli.run_options import run_options
 from endstate.core.console import stdio
 from endstate.core.episode.backends import build_backend
-from endstate.core.episode.plan import done_keys, plan, runnable_tasks
+from endstate.core.episode.plan import done_keys, plan, refuse_unplayable, runnable_tasks
 from endstate.core.episode.preflight import check_endpoints
 from endstate.core.episode.runtime import run_episodes
-from endstate.core.episode.users import refuse_unplayable
 from endstate.core.errors import ExitCode
 from endstate.core.records.episode import prompting_of
 from endstate.core.records.jsonl import checked_line, read_jsonl

@@ -30,12 +30,12 @@ from endstate.core.episode.plan import (
     TaskFilter,
     parse_shard,
     plan,
+    refuse_unplayable,
     runnable_tasks,
     shard_of,
 )
 from endstate.core.episode.preflight import check_endpoints
 from endstate.core.episode.runtime import EPISODE_COUNTS
-from endstate.core.episode.users import refuse_unplayable
 from endstate.core.errors import EndstateError
 from endstate.core.records.structs import Policy, Task
 from endstate.core.wire.keys import ROLE_KEYS, SHARED

@@ -253,3 +253,22 @@ def refuse(ids: list[str], problem: str, fix: str) -> None:
     if ids:
         shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
         raise EndstateError(f"{len(ids)} task(s) {problem}: {shown}; {fix}")
+
+
+# -- which tasks may run: the user a task needs ---------------------------------------------------
+
+def unplayable(tasks: Iterable[dict[str, Any]], user: str) -> list[str]:
+    """Ids of the tasks the simulated user kind `user` cannot play (UserKind.plays): under the
+    scripted user, a task whose user has no script, no reactions and no default reply (a task
+    whose opening is all its user has to say declares it with `"script": []`)."""
+    from endstate.core.episode.users import SIMULATED_USERS  # as in _unrunnable
+
+    plays = SIMULATED_USERS[user].plays
+    return [t["id"] for t in tasks if not plays(t)]
+
+
+def refuse_unplayable(tasks: Iterable[dict[str, Any]], user: str) -> None:
+    """Exit 2 before any episode when the simulated user cannot play some tasks (unplayable)."""
+    from endstate.core.episode.users import SIMULATED_USERS  # as in _unrunnable
+
+    refuse(unplayable(tasks, user), *SIMULATED_USERS[user].refusal)

@@ -6,13 +6,12 @@ conversation. SIMULATED_USERS holds the kinds; a module or an installed package 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import msgspec
 
-from endstate.core.episode.plan import refuse
 from endstate.core.errors import ConfigurationError
 from endstate.core.records.structs import AssistantMessage, Message, Task, Usage, UserMessage
 from endstate.core.registry import Registry
@@ -71,19 +70,6 @@ def _user_kind(entry: object) -> UserKind:
 
 
 SIMULATED_USERS: Registry[UserKind] = Registry("simulated user", accept=_user_kind)
-
-
-def unplayable(tasks: Iterable[dict[str, Any]], user: str) -> list[str]:
-    """Ids of the tasks the simulated user kind `user` cannot play (UserKind.plays): under the
-    scripted user, a task whose user has no script, no reactions and no default reply (a task
-    whose opening is all its user has to say declares it with `"script": []`)."""
-    plays = SIMULATED_USERS[user].plays
-    return [t["id"] for t in tasks if not plays(t)]
-
-
-def refuse_unplayable(tasks: Iterable[dict[str, Any]], user: str) -> None:
-    """Exit 2 before any episode when the simulated user cannot play some tasks (unplayable)."""
-    refuse(unplayable(tasks, user), *SIMULATED_USERS[user].refusal)
 
 
 @dataclass
