@@ -96,11 +96,15 @@ def fake_distribution(site: Path, name: str, entry_points: dict[str, dict[str, s
     return site
 
 
+def validate_the_example(site: Path) -> subprocess.CompletedProcess:
+    return run_tool("grade", "validate", "--domains", "docs/example/domains",
+                    "docs/example/tasks.jsonl", env=on_path(site), cwd=ROOT)
+
+
 def test_a_plugin_that_cannot_load_stops_the_command_naming_it_and_the_fix(tmp_path):
     site = fake_distribution(tmp_path, "broken-plugin", {"endstate.check_kinds": {
         "missing": "broken_plugin:nothing_here"}}, {"broken_plugin.py": ""})
-    p = run_tool("grade", "validate", "--domains", "docs/example/domains",
-                 "docs/example/tasks.jsonl", env=on_path(site), cwd=ROOT)
+    p = validate_the_example(site)
     assert p.returncode == 2
     assert p.stderr.splitlines()[-1] == (
         "plugin broken-plugin (endstate.check_kinds: missing = broken_plugin:nothing_here) "
@@ -111,8 +115,7 @@ def test_a_plugin_that_cannot_load_stops_the_command_naming_it_and_the_fix(tmp_p
 def test_a_plugin_taking_a_registered_name_is_refused_naming_both(tmp_path):
     site = fake_distribution(tmp_path, "other-plugin", {"endstate.check_kinds": {
         "row": "other_plugin:row"}}, {"other_plugin.py": "def row(check, ctx):\n    return True, ''\n"})
-    p = run_tool("grade", "validate", "--domains", "docs/example/domains",
-                 "docs/example/tasks.jsonl", env=on_path(site), cwd=ROOT)
+    p = validate_the_example(site)
     assert p.returncode == 2
     assert ("check kind 'row' is registered twice: endstate.core.grading.checks.check_row and "
             "plugin other-plugin (endstate.check_kinds: row = other_plugin:row); rename one") in p.stderr
@@ -147,15 +150,16 @@ def test_a_registry_reads_its_plugins_once_at_first_use(tmp_path, monkeypatch):
 
 
 def test_a_registry_refuses_what_its_entries_cannot_be(tmp_path, monkeypatch):
-    from endstate.core.episode.backends import _backend
+    from endstate.api import Backend
+    from endstate.core.registry import instance_of
 
     site = fake_distribution(tmp_path, "bare-plugin", {"endstate.gadgets": {
         "bare": "bare_plugin:build"}}, {"bare_plugin.py": "def build(cfg, live=None):\n    pass\n"})
     monkeypatch.syspath_prepend(str(site))
-    gadgets = Registry("gadget", accept=_backend)
+    gadgets = Registry("gadget", accept=instance_of(Backend))
     with pytest.raises(RegistryError, match=r"plugin bare-plugin \(endstate.gadgets: bare = "
-                       r"bare_plugin:build\) cannot be loaded: TypeError: an agent backend entry "
-                       r"point names an endstate.api.Backend, not function; fix the plugin"):
+                       r"bare_plugin:build\) cannot be loaded: TypeError: the entry point's object "
+                       r"is a function, not an endstate.api.Backend; fix the plugin"):
         "bare" in gadgets  # noqa: B015
     with pytest.raises(RegistryError, match="cannot be loaded"):  # and again: not half-loaded
         list(gadgets)

@@ -45,6 +45,16 @@ def entry_point_group(what: str) -> str:
     return GROUP_PREFIX + "_".join([*head, last])
 
 
+def instance_of(cls: type[T]) -> Callable[[Any], T]:
+    """A registry's `accept` when a plugin's entry must be a `cls` (one of endstate.api's)."""
+    def accept(entry: Any) -> T:
+        if not isinstance(entry, cls):
+            raise TypeError(f"the entry point's object is a {type(entry).__name__}, not an "
+                            f"endstate.api.{cls.__name__}")
+        return entry
+    return accept
+
+
 class Registry(Generic[T]):
     def __init__(self, what: str, accept: Callable[[Any], T] | None = None):
         self.what = what  # "agent backend": how errors name an entry

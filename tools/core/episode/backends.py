@@ -23,7 +23,7 @@ from endstate.core.agent.session import AgentBackend
 from endstate.core.agent.tokens import TokenBackend, completions_sampler
 from endstate.core.agent.trace import ChatTemplate
 from endstate.core.errors import EndstateError
-from endstate.core.registry import Registry
+from endstate.core.registry import Registry, instance_of
 from endstate.core.wire.endpoints import Endpoints, RetryPolicy
 from endstate.core.wire.preflight import Probe, chat_probe
 
@@ -67,14 +67,7 @@ class Backend:
     tokenizer: bool = False
 
 
-def _backend(entry: object) -> Backend:
-    if not isinstance(entry, Backend):
-        raise TypeError(f"an agent backend entry point names an endstate.api.Backend, not "
-                        f"{type(entry).__name__}")
-    return entry
-
-
-BACKENDS: Registry[Backend] = Registry("agent backend", accept=_backend)
+BACKENDS: Registry[Backend] = Registry("agent backend", accept=instance_of(Backend))
 
 
 def agent_endpoints(cfg: RunConfig) -> Endpoints:

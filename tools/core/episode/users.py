@@ -14,7 +14,7 @@ import msgspec
 
 from endstate.core.errors import ConfigurationError
 from endstate.core.records.structs import AssistantMessage, Message, Task, Usage, UserMessage
-from endstate.core.registry import Registry
+from endstate.core.registry import Registry, instance_of
 from endstate.core.wire.endpoints import Endpoints, chat_message, usage_of
 from endstate.core.wire.preflight import Probe, chat_probe
 
@@ -62,14 +62,7 @@ class UserKind:
     refusal: tuple[str, str] = ("cannot be played", "")
 
 
-def _user_kind(entry: object) -> UserKind:
-    if not isinstance(entry, UserKind):
-        raise TypeError(f"a simulated user entry point names an endstate.api.UserKind, not "
-                        f"{type(entry).__name__}")
-    return entry
-
-
-SIMULATED_USERS: Registry[UserKind] = Registry("simulated user", accept=_user_kind)
+SIMULATED_USERS: Registry[UserKind] = Registry("simulated user", accept=instance_of(UserKind))
 
 
 @dataclass
