@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -65,15 +66,30 @@ def test_an_installed_plugin_adds_a_domain_a_check_kind_a_result_format_and_a_ba
     assert "counter-bot" in help_text and "polite" in help_text
 
 
-def test_grpo_reads_the_same_entry_points(tmp_path):
+# registry -> (its group, the source of a plugin's module defining ENTRY, the flag it is a choice of)
+GRPO_ENTRIES = {
+    "LOSS_AGGREGATIONS": ("endstate.loss_aggregations", (
+        "from endstate.grpo.algorithm import LossAgg\n"
+        "ENTRY = LossAgg(lambda loss, mask: (loss * mask).sum(), lambda n, tokens: 1.0)\n"),
+        "--loss-agg"),
+    "POLICY_LOSSES": ("endstate.policy_losses",
+                      "from endstate.grpo.algorithm import ppo_clip as ENTRY\n", "--policy-loss"),
+}
+
+
+@pytest.mark.parametrize("registry", sorted(GRPO_ENTRIES))
+def test_grpo_reads_the_same_entry_points(tmp_path, registry):
     """grpo's registries are registries like the others: a package's entry is a choice of its flag."""
-    site = fake_distribution(tmp_path, "sum-plugin", {"endstate.loss_aggregations": {
-        "token-sum": "sum_plugin:TOKEN_SUM"}}, {"sum_plugin.py": (
-            "from endstate.grpo.algorithm import LossAgg\n"
-            "TOKEN_SUM = LossAgg(lambda loss, mask: (loss * mask).sum(), lambda n, tokens: 1.0)\n")})
+    from endstate.grpo import algorithm
+
+    if not hasattr(algorithm, registry):
+        pytest.skip(f"grpo has no {registry} registry")
+    group, source, flag = GRPO_ENTRIES[registry]
+    site = fake_distribution(tmp_path, "grpo-plugin", {group: {"from-a-plugin": "grpo_plugin:ENTRY"}},
+                             {"grpo_plugin.py": source})
     p = run_tool("grpo", "train", "--help", env=on_path(site))
     assert p.returncode == 0, p.stderr
-    assert "token-sum" in p.stdout
+    assert re.search(re.escape(flag) + r" \[[^]]*from-a-plugin", " ".join(p.stdout.split())), p.stdout
 
 
 def test_without_the_plugin_its_domain_is_unknown(installed):
