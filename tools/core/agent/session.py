@@ -84,10 +84,11 @@ def few_shot_of(domain: Domain) -> list[FewShot]:
 
 class AgentSession(Protocol):
     """One episode's conversation with the agent. The episode loop's list is the only copy of the
-    transcript: the session is told of each message as the loop appends it, in order, through
-    `observe`: the start ([system, opening]), its own turns, tool results, the user's replies. It
-    keeps what it needs to make the next call (a request body, token ids), never the list. `act`
-    is one model call."""
+    transcript: the session is told of each message of the conversation as the loop appends it,
+    in order, through `observe`: the start ([system, opening]), its own turns, tool results, the
+    user's replies (endstate's note that a context overflowed ends the record, not the
+    conversation). It keeps what it needs to make the next call (a request body, token ids),
+    never the list. `act` is one model call."""
 
     system: str  # the system prompt the session renders (policy, tools, few-shot framing)
 
