@@ -73,7 +73,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def grade_steps(grader, task: dict, steps: list[dict]) -> dict:
     """The graded episode of `steps` (gold-shaped: tool calls and says) made on the task's domain."""
-    from endstate.core.episode.replay import replay
+    from endstate.core.episode.replays import replay
 
     return grader.grade(replay(grader.domains[task["domain"]], task, steps), task)
 

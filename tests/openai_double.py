@@ -210,7 +210,7 @@ class FakeEndpoint(ServerThread):
     @staticmethod
     def _preflight(method: str, body: Any) -> bool:
         try:
-            from endstate.core.episode.preflight import PROBE_IDS
+            from endstate.core.episode.backends import PROBE_IDS
             from endstate.core.wire.preflight import PROBE_MESSAGES
         except ImportError:  # an endstate without a preflight sends no probe
             return False

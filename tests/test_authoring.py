@@ -67,7 +67,7 @@ def test_dropping_the_trap_check_on_what_to_do_instead_fails_validate_naming_the
 
 def test_the_trap_catches_the_forbidden_write():
     from endstate.core.env.domain import Domains
-    from endstate.core.episode.replay import replay
+    from endstate.core.episode.replays import replay
     from endstate.core.grading.grader import Grader
 
     domains = Domains([str(DOMAINS)])

@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT, run_tool
 from openai_double import FakeEndpoint
 
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.core.errors import EndstateError
 from endstate.core.grading.grader import Grader
 from endstate.core.grading.judge import Judge

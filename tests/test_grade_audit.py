@@ -9,7 +9,7 @@ import orjson
 import pytest
 from conftest import BIN, ROOT, run_tool
 
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.grade.audit import differing_rows
 
 BENCH = ROOT / "tasks" / "bench" / "retail.jsonl"

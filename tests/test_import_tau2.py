@@ -20,7 +20,7 @@ TOOLS = ("get_customer_details", "return_bike", "get_bike", "rent_bike")
 
 # What a person writes into the generated tools.py: real bodies against the generated tables.
 WRITTEN_TOOLS = '''
-from endstate.core.env.tools import Db, ToolError, tool
+from endstate.api import Db, ToolError, tool
 
 NOW = "2024-05-15T12:00:00"
 

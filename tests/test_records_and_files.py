@@ -15,7 +15,7 @@ from openai_double import FakeEndpoint, gold_policy
 from test_fault_containment import records, retail_tasks, write_jsonl
 
 from endstate.core.episode.plan import done_keys
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.core.errors import InputError
 
 RETAIL = ROOT / "tasks" / "bench" / "retail.jsonl"

@@ -20,7 +20,7 @@ import pytest
 from conftest import BIN, ROOT, run_tool
 from openai_double import FakeEndpoint, gold_policy
 
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.core.grading.grader import Grader
 
 RETAIL = ROOT / "tasks" / "bench" / "retail.jsonl"

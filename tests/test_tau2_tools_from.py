@@ -276,7 +276,7 @@ def test_either_port_in_the_guide_makes_every_task_sound(imported, tmp_path, ver
     shutil.copytree(imported[0], out)
     others = WRITTEN_TOOLS[:WRITTEN_TOOLS.index("@tool(writes=True)\ndef rent_bike")]
     (out / "tools.py").write_text(
-        'from pathlib import Path\n\nfrom endstate.core.env.documents import Documents\n'
+        'from pathlib import Path\n\nfrom endstate.api import Documents\n'
         + others + 'DOCS = Documents(Path(__file__).parent / "seed" / "mapping.json")\n\n\n'
         + guide_ports()[version])
     tasks = out / "tasks" / "cyclehire.jsonl"

@@ -58,7 +58,7 @@ def test_an_id_is_varied_with_the_same_owners_other_rows_first(domains, tasks):
 
 
 LOSSY_TOOLS = '''
-from endstate.core.env.tools import Db, tool
+from endstate.api import Db, tool
 
 
 @tool(writes=True)

@@ -11,7 +11,7 @@ the task checks:
 - create_virtual_card neither counts the customer's virtual cards nor looks at their KYC cap.
 """
 
-from endstate.core.env.tools import Db, ToolError, iso_date, positive_cents, tool
+from endstate.api import Db, ToolError, iso_date, positive_cents, tool
 
 from . import common
 

@@ -3,7 +3,7 @@ are the domain's tools too). See tools.py for the rules these tools leave to pol
 
 from typing import Literal
 
-from endstate.core.env.tools import Db, ToolError, positive_cents, tool
+from endstate.api import Db, ToolError, positive_cents, tool
 
 
 @tool

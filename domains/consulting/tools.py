@@ -14,7 +14,7 @@ tools asks *who* is asking. Above all:
   engagement's budget; issue_invoice issues any amount without the partner's approval.
 """
 
-from endstate.core.env.tools import (
+from endstate.api import (
     Db,
     ToolError,
     employee_finder,

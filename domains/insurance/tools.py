@@ -20,7 +20,7 @@ Money is REAL dollars with 2 decimals; amounts are rounded to the cent on the wa
 from datetime import date, timedelta
 from typing import Literal
 
-from endstate.core.env.tools import (
+from endstate.api import (
     Db,
     ToolError,
     customer_finder,

@@ -12,7 +12,7 @@ lost are policy-only as well.
 from datetime import datetime, timedelta
 from typing import Literal
 
-from endstate.core.env.tools import Db, ToolError, customer_finder, rounded_within, tool
+from endstate.api import Db, ToolError, customer_finder, rounded_within, tool
 
 NOW = "2026-01-15T12:00:00"
 # the tools' bookkeeping timestamp: a task's reward does not hang on it (core.grading.footprint)

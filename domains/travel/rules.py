@@ -7,7 +7,7 @@ enforces them.
 
 from datetime import date, datetime, timedelta
 
-from endstate.core.env.tools import Db, ToolError, iso_date
+from endstate.api import Db, ToolError, iso_date
 
 NOW = "2026-03-02T09:00:00"  # the domain's clock; tools.py hands it to endstate
 TODAY = NOW[:10]

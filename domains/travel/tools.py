@@ -11,7 +11,7 @@ Making those changes anyway is the trap.
 from datetime import date
 from typing import Literal
 
-from endstate.core.env.tools import Db, ToolError, employee_finder, tool
+from endstate.api import Db, ToolError, employee_finder, tool
 
 from . import rules  # the domain's modules load as one package: its neighbours import like this
 

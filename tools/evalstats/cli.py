@@ -13,20 +13,22 @@ from endstate.core.errors import EndstateError, ExitCode
 from endstate.evalstats import coverage as C
 from endstate.evalstats import render
 from endstate.evalstats import tally as T
-from endstate.evalstats.prompting_check import warn_mixed_prompting
-from endstate.evalstats.report_cli import report, tally
-from endstate.evalstats.view import (
+from endstate.evalstats.options import (
     Output,
     Reading,
-    View,
     check_cluster,
     cluster_option,
-    compare_files,
     ks_option,
     parse_ks,
     price_option,
-    read_tasks,
     reading_and_output_options,
+)
+from endstate.evalstats.prompting_check import warn_mixed_prompting
+from endstate.evalstats.report_cli import report, tally
+from endstate.evalstats.study import (
+    Study,
+    compare_files,
+    read_tasks,
     tally_files,
     warn_cost,
     write_output,
@@ -128,15 +130,15 @@ def summary(files, by_fields, ks, cluster, prices, arrows, gate: Gate, reading: 
     tally = tally_files(list(files), fields, prices, grid, skip, reading)
     if grid is not None:
         _gate(tally, list(expected), gate.expect_repeats, gate.allow_incomplete, gate.strict)
-    view = View(tally, tasks, cluster, reading.estimand)
-    view.policy_note(by_fields)
-    report = view.report(list(by_fields), ks)
+    study = Study(tally, tasks, cluster, reading.estimand)
+    study.policy_note(by_fields)
+    report = study.report(list(by_fields), ks)
     warn_cost(report["overall"]["cost"])
     write_output(report, output.fmt, render.metrics_table)
     if output.plot_file:
         from endstate.evalstats import figures
 
-        figures.plot_metrics(view.study(ks), output.plot_file, arrows)
+        figures.plot_metrics(study.by_policy(ks), output.plot_file, arrows)
 
 
 def _gate(tally: T.Tally, expected: list[str], repeats: int, allow_incomplete: bool,

@@ -76,14 +76,6 @@ def mean(xs: Sequence[float], mult: Sequence[int] | None = None) -> float | None
     return math.fsum(map(mul, xs, mult)) / sum(mult)
 
 
-def sd(xs: Sequence[float]) -> float | None:
-    """Sample standard deviation (n - 1); None below two values."""
-    if len(xs) < 2:
-        return None
-    m = math.fsum(xs) / len(xs)
-    return math.sqrt(math.fsum((x - m) ** 2 for x in xs) / (len(xs) - 1))
-
-
 def correlation(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     """Pearson correlation; None when either side is constant or has fewer than two values."""
     if len(xs) < 2:

@@ -40,9 +40,6 @@ def md_escape(text: str) -> str:
     return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in one_line(text))
 
 
-STYLES = ("table", "markdown", "html")
-
-
 def grid(headers: Sequence[str], rows: Sequence[Sequence[str]], style: str = "table") -> str:
     """Aligned plain text, a markdown table or an HTML table (first column left, others
     right)."""

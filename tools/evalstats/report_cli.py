@@ -16,20 +16,22 @@ from endstate.evalstats import groups as G
 from endstate.evalstats import render
 from endstate.evalstats import task_tally as TT
 from endstate.evalstats.intervals import POPULATION
-from endstate.evalstats.view import (
+from endstate.evalstats.options import (
     Reading,
-    View,
     check_cluster,
     cluster_option,
-    compare_files,
     duplicates_option,
     ks_option,
     price_option,
-    read_tasks,
     reading_options,
-    tally_files,
     task_file_option,
     workers_option,
+)
+from endstate.evalstats.study import (
+    Study,
+    compare_files,
+    read_tasks,
+    tally_files,
 )
 
 graded_option = click.option(
@@ -44,7 +46,7 @@ def _tally(files, graded_files, tasks_file, reading: Reading, skip, top: int):
     """(the Tally of the attempts, the tally records, whether checks were read)."""
     tasks = read_tasks(tasks_file, skip) if tasks_file else None
     tally = tally_files(list(files), ["domain"], {}, None, skip, reading)
-    view = View(tally, tasks, None, reading.estimand)
+    study = Study(tally, tasks, None, reading.estimand)
     checks = outcomes = None
     if graded_files:
         checks, seen, outcomes = TT.failed_checks(list(graded_files), skip, reading.workers)
@@ -52,7 +54,7 @@ def _tally(files, graded_files, tasks_file, reading: Reading, skip, top: int):
         if stray:
             click.echo(f"evalstats: {stray} clean graded episode(s) match no attempt's (policy, "
                        "task_id): their checks are not counted", err=True)
-    return tally, TT.task_tally(tally, view.property("domain"), checks, top, outcomes), \
+    return tally, TT.task_tally(tally, study.property("domain"), checks, top, outcomes), \
         checks is not None
 
 
@@ -198,9 +200,9 @@ def report(files, page: PageOptions, reading: Reading, skip):
 def _metrics(paths, tasks, page: PageOptions, reading: Reading, skip) -> dict:
     """summary's object by policy, and by policy × domain when the records have a domain."""
     fields = ["policy", "domain", *([page.cluster] if page.cluster else [])]
-    view = View(tally_files(paths, fields, page.prices, None, skip, reading), tasks, page.cluster,
+    study = Study(tally_files(paths, fields, page.prices, None, skip, reading), tasks, page.cluster,
                 reading.estimand)
-    return view.study(page.ks)
+    return study.by_policy(page.ks)
 
 
 def _file_policy(tally, path: str, reading: Reading, skip) -> str | None:

@@ -20,7 +20,7 @@ import orjson
 from endstate.core.env.changes import Changes
 from endstate.core.env.domain import Domain
 from endstate.core.env.sandbox import Sandbox
-from endstate.core.episode.replay import call_id
+from endstate.core.episode.replays import call_id
 from endstate.core.grading.checks import terminal
 from endstate.core.grading.footprint import free_of
 from endstate.core.records.structs import AssistantMessage, ToolCall, ToolMessage, as_dicts

@@ -25,7 +25,7 @@ from typing import Any
 
 from endstate.core.env.domain import Domain
 from endstate.core.env.sandbox import Sandbox
-from endstate.core.episode.replay import failed_steps
+from endstate.core.episode.replays import failed_steps
 from endstate.core.grading.checks import terminal
 from endstate.core.grading.footprint import free_of
 from endstate.core.grading.grader import reward

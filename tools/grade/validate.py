@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from endstate.core.episode.replay import failed_steps, replay
+from endstate.core.episode.replays import failed_steps, replay
 from endstate.core.errors import ConfigurationError, EndstateError
 from endstate.core.grading.grader import Grader, reward
 from endstate.grade.attacks import attack

@@ -18,7 +18,12 @@ from endstate.core.cli.command import (
     preflight_option,
     role_keys,
 )
-from endstate.core.cli.run_options import IDLE_WITHOUT, refuse_idle_flags
+from endstate.core.cli.run_options import (
+    IDLE_WITHOUT,
+    needs_user_model,
+    refuse_idle_flags,
+    user_option,
+)
 from endstate.core.console.progress import Progress, note
 from endstate.core.episode.config import RunConfig, UserMaker, price_of
 from endstate.core.episode.plan import (
@@ -78,8 +83,7 @@ class GatewaySettings:
 def _user_options(fn):
     """The simulated user behind send-message-to-user: rollout's --user flags, same meaning."""
     for option in reversed([
-        click.option("--user", "user_kind", type=click.Choice(["scripted", "llm"]), default="scripted",
-                     show_default=True, help="Simulated user: the task's script, or an LLM."),
+        user_option,
         click.option("--user-url", "user_urls", multiple=True, envvar="ENDSTATE_USER_URLS",
                      callback=ranges.urls, help="--user llm: OpenAI-compatible base URL (repeatable)."),
         click.option("--user-model", envvar="ENDSTATE_USER_MODEL", help="--user llm: model name."),
@@ -208,8 +212,7 @@ class SessionMaker:
     closes the connections of the run's LLM users."""
 
     def __init__(self, cfg: RunConfig):
-        if cfg.user == "llm" and not (cfg.user_urls and cfg.user_model):
-            raise click.UsageError("--user llm needs --user-url and --user-model")
+        needs_user_model(cfg.user, cfg.user_urls, cfg.user_model)
         self.make_user, self.price = UserMaker(cfg), price_of(cfg)
         self.policy = Policy(model=cfg.model, backend="mcp")
 

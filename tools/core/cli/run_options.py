@@ -17,6 +17,7 @@ from endstate.core.episode.backends import BACKENDS
 from endstate.core.episode.config import RunConfig
 from endstate.core.episode.plan import TaskFilter, parse_shard
 from endstate.core.episode.settings import EpisodeSettings
+from endstate.core.episode.users import SIMULATED_USERS
 from endstate.core.wire.keys import ROLE_KEYS, SHARED
 
 
@@ -29,11 +30,24 @@ def _seed(ctx, param, value: str) -> int | None:
         raise click.BadParameter(f"{value!r}: an integer from 0 to 2**63 - 1, or `none`") from None
 
 
+user_option = click.option(
+    "--user", "user_kind", type=SIMULATED_USERS.choice(), default="scripted", show_default=True,
+    help="The simulated user: scripted (the task's script, offline), llm (an LLM holding the "
+    "task's private instruction), or a kind a plugin registers.")
+
+
+def needs_user_model(kind: str, urls, model: str | None) -> None:
+    """A user kind that talks to a model needs --user-url and --user-model."""
+    if SIMULATED_USERS[kind].endpoint and not (urls and model):
+        raise click.UsageError(f"--user {kind} needs --user-url and --user-model")
+
+
 def _options() -> list:
     return [
         click.option("--backend", type=BACKENDS.choice(), default="local", show_default=True,
-                     envvar="ENDSTATE_BACKEND", help="local: in-process transformers; completions: "
-                     "token-in/token-out endpoint (vLLM); chat: chat-completions with native tools."),
+                     envvar="ENDSTATE_BACKEND", help="The agent backend: local (in-process "
+                     "transformers), completions (token-in/token-out endpoint, vLLM), chat "
+                     "(chat completions with native tools), or one a plugin registers."),
         click.option("--model", default=EMBEDDED, show_default=True, envvar="ENDSTATE_MODEL",
                      help="local: a model folder or `embedded` (SmolLM2-135M-Instruct); "
                      "endpoints: the served model name."),
@@ -58,8 +72,7 @@ def _options() -> list:
                      "model at 4 tokens/s per request under load]."),
         click.option("--retries", type=ranges.RETRIES, default=4, show_default=True,
                      help="Calls per request in all, with exponential backoff, before system_error."),
-        click.option("--user", "user_kind", type=click.Choice(["scripted", "llm"]), default="scripted",
-                     show_default=True, help="Simulated user: the task's script, or an LLM."),
+        user_option,
         click.option("--user-url", "user_urls", multiple=True, envvar="ENDSTATE_USER_URLS",
                      callback=ranges.urls,
                      help="--user llm: OpenAI-compatible base URL."),
@@ -80,32 +93,39 @@ def _options() -> list:
     ]
 
 
-# A flag that does nothing without another: given on the command line without it, refused naming
-# the other (the environment variables are left alone: a batch script may export them for all runs).
+# A flag that does nothing without another: given on the command line where the backend or user
+# kind chosen lacks what it serves, refused naming the kinds that have it (the environment
+# variables are left alone: a batch script may export them for all runs).
+# flag -> (the parameter choosing the kind, its registry, the attribute the kind must have)
 IDLE_WITHOUT = {
-    "user_urls": (lambda kw: kw["user_kind"] == "llm", "--user llm"),
-    "user_model": (lambda kw: kw["user_kind"] == "llm", "--user llm"),
-    "tokenizer": (lambda kw: kw["backend"] == "completions", "--backend completions"),
-    "agent_urls": (lambda kw: kw["backend"] != "local", "--backend chat or completions"),
-    "agent_key_env": (lambda kw: kw["backend"] != "local", "--backend chat or completions"),
-    "user_key_env": (lambda kw: kw["user_kind"] == "llm", "--user llm"),
+    "user_urls": ("user_kind", SIMULATED_USERS, "endpoint"),
+    "user_model": ("user_kind", SIMULATED_USERS, "endpoint"),
+    "tokenizer": ("backend", BACKENDS, "tokenizer"),
+    "agent_urls": ("backend", BACKENDS, "endpoint"),
+    "agent_key_env": ("backend", BACKENDS, "endpoint"),
+    "user_key_env": ("user_kind", SIMULATED_USERS, "endpoint"),
 }
 
 
 def refuse_idle_flags(kw: dict, table: dict = IDLE_WITHOUT) -> None:
     """A usage error for the first flag of `table` given on the command line whose partner is not."""
     ctx = click.get_current_context()
-    for name, (needed, other) in table.items():
-        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE and not needed(kw):
-            flag = next(p.opts[-1] for p in ctx.command.params if p.name == name)
-            raise click.UsageError(f"{flag} has no effect without {other}: add it, or drop {flag}")
+
+    def flag(name: str) -> str:
+        return next(p.opts[-1] for p in ctx.command.params if p.name == name)
+
+    for name, (chooser, registry, having) in table.items():
+        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE \
+                and not getattr(registry[kw[chooser]], having):
+            others = " or ".join(n for n, entry in registry.items() if getattr(entry, having))
+            raise click.UsageError(f"{flag(name)} has no effect without {flag(chooser)} {others}: "
+                                   f"add it, or drop {flag(name)}")
 
 
 def run_options(fn):
     @functools.wraps(fn)
     def wrapper(**kw):
-        if kw["user_kind"] == "llm" and not (kw["user_urls"] and kw["user_model"]):
-            raise click.UsageError("--user llm needs --user-url and --user-model")
+        needs_user_model(kw["user_kind"], kw["user_urls"], kw["user_model"])
         refuse_idle_flags(kw)
         cfg = RunConfig(
             **{f.name: kw.pop(f.name) for f in dataclasses.fields(EpisodeSettings)},

@@ -14,6 +14,7 @@ import random
 import sqlite3
 import sys
 import tempfile
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import Any
 import orjson
 
 from endstate import cache_dir
+from endstate.core.deprecation import OLD_PATH
 from endstate.core.env.folders import REQUIRED_FILES, domain_dirs
 from endstate.core.env.results import DEFAULT_FORMAT, RESULT_FORMATS
 from endstate.core.env.tools import Tool
@@ -69,7 +71,9 @@ def _load_module(path: Path, name: str) -> ModuleType:
     # up by name to read string annotations (`from __future__ import annotations`, "Node")
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        with warnings.catch_warnings():  # an old import path is said on stderr, at the domain's line
+            warnings.filterwarnings("default", OLD_PATH, DeprecationWarning)
+            spec.loader.exec_module(module)
     except Exception as e:
         sys.modules.pop(name, None)
         raise EndstateError(f"{path}: failed to load: {type(e).__name__}: {e}") from e
@@ -295,7 +299,8 @@ class Domains:
             return self.by_name[name]
         except KeyError:
             raise EndstateError(f"unknown domain {name!r}; known: {', '.join(sorted(self.by_name))}"
-                                "; add yours with --domains DIR") from None
+                                "; add yours with --domains DIR (or install a package that "
+                                "registers it: docs/api.md)") from None
 
     def __iter__(self):
         return iter(self.by_name.values())

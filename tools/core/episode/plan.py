@@ -248,17 +248,6 @@ def episodes_path_writer(path: str | None) -> NamedWriter | None:
     return NamedWriter(path)
 
 
-# -- which tasks may run: the user a task needs ---------------------------------------------------
-
-def unplayable(tasks: Iterable[dict[str, Any]], user: str) -> list[str]:
-    """Ids of the tasks whose user `user` cannot play: under the scripted user, a task whose user
-    has no script, no reactions and no default reply (a task whose opening is all its user has
-    to say declares it with `"script": []`)."""
-    if user != "scripted":
-        return []
-    return [t["id"] for t in tasks if not {"script", "reactions", "default"} & set(t["user"])]
-
-
 def refuse(ids: list[str], problem: str, fix: str) -> None:
     """Stop before any episode: exit 2 naming the tasks (the first ten) and the flag that fixes it."""
     if ids:
@@ -266,8 +255,20 @@ def refuse(ids: list[str], problem: str, fix: str) -> None:
         raise EndstateError(f"{len(ids)} task(s) {problem}: {shown}; {fix}")
 
 
+# -- which tasks may run: the user a task needs ---------------------------------------------------
+
+def unplayable(tasks: Iterable[dict[str, Any]], user: str) -> list[str]:
+    """Ids of the tasks the simulated user kind `user` cannot play (UserKind.plays): under the
+    scripted user, a task whose user has no script, no reactions and no default reply (a task
+    whose opening is all its user has to say declares it with `"script": []`)."""
+    from endstate.core.episode.users import SIMULATED_USERS  # as in _unrunnable
+
+    plays = SIMULATED_USERS[user].plays
+    return [t["id"] for t in tasks if not plays(t)]
+
+
 def refuse_unplayable(tasks: Iterable[dict[str, Any]], user: str) -> None:
     """Exit 2 before any episode when the simulated user cannot play some tasks (unplayable)."""
-    refuse(unplayable(tasks, user), "have no user.script, reactions or default for --user scripted "
-           "to say (each episode would end at the agent's first question)",
-           "run them with --user llm --user-url URL --user-model NAME, or give each a user.script")
+    from endstate.core.episode.users import SIMULATED_USERS  # as in _unrunnable
+
+    refuse(unplayable(tasks, user), *SIMULATED_USERS[user].refusal)

@@ -1,38 +1,24 @@
-"""The endpoints a run names, as preflight probes (core.wire.preflight): the agent (chat or
-completions), the LLM user and the judge, each probed with its own kind of request, key and
-retries, before the first episode."""
+"""The endpoints a run names, as preflight probes (core.wire.preflight): the agent (a backend that
+talks to an endpoint), the simulated user (a kind that does) and the judge, each probed with its
+own kind of request, key and retries, before the first episode."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-from endstate.core.agent.tokens import completions_sampler
 from endstate.core.console.progress import note
-from endstate.core.episode.backends import agent_endpoints
-from endstate.core.episode.config import RunConfig, user_endpoints
-from endstate.core.wire.endpoints import Endpoints
+from endstate.core.episode.config import RunConfig, user_endpoint
 from endstate.core.wire.preflight import Probe, chat_probe, preflight
-
-PROBE_IDS = [0]  # a completions prompt: token 0 is an id of every vocabulary
 
 
 def run_probes(cfg: RunConfig) -> list[Probe]:
-    """The agent's endpoints (an endpoint backend) and the LLM user's."""
+    """The agent's endpoints and the user's, each as its backend or user kind asks."""
     probes = []
-    if cfg.backend == "chat":
-        fields = {**dataclasses.replace(cfg.sampling, max_new_tokens=1).request_fields(), "seed": cfg.seed}
-        probes.append(chat_probe("agent", agent_endpoints(cfg), cfg.model, fields, cfg.agent_key_env))
-    elif cfg.backend == "completions":
-        sampling = dataclasses.replace(cfg.sampling, max_new_tokens=1)
-
-        async def request(one: Endpoints) -> None:  # the run's own request and answer checks
-            await completions_sampler(one, cfg.model, sampling, cfg.seed, eos_id=-1,
-                                      vocab_size=2 ** 62)(PROBE_IDS)
-        probes.append(Probe("agent", agent_endpoints(cfg), cfg.model, request, cfg.agent_key_env))
-    if cfg.user == "llm":
-        fields = {"temperature": 0.7, "seed": cfg.seed if cfg.user_seed else None}  # as LLMUser asks
-        probes.append(chat_probe("user", user_endpoints(cfg), cfg.user_model, fields, cfg.user_key_env))
+    backend, user = cfg.agent_backend, cfg.user_kind
+    if backend.endpoint and backend.probe is not None:
+        probes.append(backend.probe(cfg))
+    if user.endpoint and user.probe is not None:
+        probes.append(user.probe(user_endpoint(cfg)))
     return probes
 
 

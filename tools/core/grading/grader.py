@@ -21,7 +21,7 @@ from endstate.core.env.folders import suite_files
 from endstate.core.env.sandbox import Sandbox
 from endstate.core.env.seats import StepBudget
 from endstate.core.episode.plan import read_tasks
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.core.errors import EndstateError
 from endstate.core.grading.checks import CHECK_KINDS, Check, Context, TaskError
 from endstate.core.grading.judge import Judge, JudgeError

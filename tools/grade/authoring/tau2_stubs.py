@@ -234,8 +234,7 @@ should be told, and check each tool that changes the database is marked @tool(wr
 
 from pathlib import Path
 {typing}
-from endstate.core.env.documents import Documents
-from endstate.core.env.tools import Db, ToolError, tool
+from endstate.api import Db, Documents, ToolError, tool
 
 NOW = "2026-01-15T12:00:00"  # db.now, the domain's clock: set the date your policy.md assumes
 # what a tool returns reaches the agent as tau2 shows it: a string as it is, anything else as JSON
@@ -259,7 +258,7 @@ import random
 import sqlite3
 from pathlib import Path
 
-from endstate.core.env.nested import Mapping, insert_document
+from endstate.api import Mapping, insert_document
 
 DATA = Path(__file__).parent / "seed"
 

@@ -34,7 +34,7 @@ SCHEMA_HEADER = """\
 -- Tables of this domain, imported from tau2-bench by `grade import tau2`.
 -- seed.py fills them from seed/db.json (the document, unchanged) through seed/mapping.json;
 -- tables.md says where each table and column comes from in the document, and
--- endstate.core.env.nested.rebuild_document(conn, mapping) gives the document back
+-- endstate.api.rebuild_document(conn, mapping) gives the document back
 -- (docs/domains.md). Names come from the document's fields: always quoted, never in a comment.
 
 """
