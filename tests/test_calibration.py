@@ -183,10 +183,10 @@ def test_cost_ratios_stay_about_the_priced_attempts():
                                 int(priced[i].sum()), 0, int((wins[i] & priced[i]).sum()), 255)
                  for i in range(30)}
         after = M.cost(tasks, reliable)
-        total = after["total_usd"]
+        total = after.total_usd
         truth = (usd.sum() / wins.sum(), usd.sum() / reliable)
-        ratios["after"][0].append(after["per_success_usd"] / truth[0])
-        ratios["after"][1].append(after["per_reliable_task_usd"] / truth[1])
+        ratios["after"][0].append(after.per_success_usd / truth[0])
+        ratios["after"][1].append(after.per_reliable_task_usd / truth[1])
         ratios["before"][0].append(total / wins.sum() / truth[0])
         ratios["before"][1].append(total / reliable / truth[1])
     before, after = (np.mean(ratios[w], axis=1) for w in ("before", "after"))
@@ -238,7 +238,7 @@ def test_one_estimate_has_one_interval_under_the_benchmark_estimand():
     for _ in range(REPS):
         cs = rng.binomial(N, p).tolist()
         tasks = {str(i): G.Counts(N, c, 0, 0.0, 0, 0, 0, 0) for i, c in enumerate(cs)}
-        out = M.metrics(tasks, [1], estimand=I.BENCHMARK)
+        out = M.metrics(tasks, [1], estimand=I.BENCHMARK).to_builtins()
         same += out["pass_at_k_ci95"]["1"] == out["pass_hat_k_ci95"]["1"] == \
             out["pass_at_1_task_mean_ci95"]
         old = S.task_mean_interval([c / N for c in cs], [N] * 200)  # the old k = 1 interval

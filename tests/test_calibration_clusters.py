@@ -24,6 +24,7 @@ from endstate.evalstats import compare as C
 from endstate.evalstats import estimators as E
 from endstate.evalstats import intervals as I
 from endstate.evalstats import metrics as M
+from endstate.evalstats.statistics import STATISTICS
 
 REPS = 2000 if os.environ.get("ENDSTATE_SLOW") == "1" else 1000
 GOAL = (0.93, 0.98)
@@ -93,9 +94,9 @@ def shipped(ns, cs, labels, which, k):
     ns, cs, labels, mult = fold(ns, cs, labels)
     share = M.cluster_share(ns, cs, labels, mult)
     if which == "all":
-        return M.observed_all(ns, cs, labels, share, mult)["ci95"]
-    key = "pass_at_k_ci95" if which == "at" else "pass_hat_k_ci95"
-    return M._at_k(ns, cs, [k], labels, None, share, mult)[key][str(k)]
+        return M.observed_all(ns, cs, labels, share, mult).ci95
+    key = "pass_at_k" if which == "at" else "pass_hat_k"
+    return M._at_k(ns, cs, [k], labels, None, share, mult)[key].ci95[str(k)]
 
 
 def replaced(ns, cs, labels, which, k):
@@ -228,7 +229,8 @@ def paired_shipped(base, new, labels, which, k):
     if which == "all":
         every = [[E.pass_hat_k(n, c, k) for n, c in zip(*side)] for side in (base, new)]
         return C._observed((base, new), every, k, labels, share)["delta_fraction_ci95"]
-    return C._at_k(base, new, k, 0 if which == "at" else 1, labels, share)["ci95"]
+    return C._at_k(base, new, k, STATISTICS["pass_at_k" if which == "at" else "pass_hat_k"],
+                   labels, share)["ci95"]
 
 
 def test_compare_clustered_deltas_cover_when_the_effect_averages_zero():

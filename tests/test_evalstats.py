@@ -191,7 +191,7 @@ def test_a_groups_tasks_of_equal_counts_share_a_row(clusters, estimand):
     ns, cs = [4, 4, 4, 4, 6, 6, 6, 4, 6], [3, 3, 1, 4, 6, 6, 2, 3, 6]
     tasks = {f"t{i}": Tl.Counts(n, c, 0, 0.0, 0, 0, 0, 0) for i, (n, c) in enumerate(zip(ns, cs))}
     by_task = None if clusters is None else {f"t{i}": g for i, g in enumerate(clusters)}
-    got = M.metrics(tasks, [1, 3], by_task, estimand)
+    got = M.metrics(tasks, [1, 3], by_task, estimand).to_builtins()
     _, _, labels, mult = M.rows(tasks, by_task)
     assert len(mult) < len(ns) and sum(mult) == got["tasks"] == 9
     for key, pooled in (("pass_at_1", True), ("pass_at_1_task_mean", False)):
@@ -201,9 +201,9 @@ def test_a_groups_tasks_of_equal_counts_share_a_row(clusters, estimand):
         assert got[f"{key}_ci95"] == stated(ci, rel=1e-7, abs=1e-12)
     one_each = M._at_k(ns, cs, [3], clusters, None, M.cluster_share(ns, cs, clusters))
     for key in ("pass_at_k", "pass_hat_k"):
-        assert got[key]["3"] == stated(one_each[key]["3"], rel=1e-15)
-        assert got[f"{key}_ci95"]["3"] == stated(one_each[f"{key}_ci95"]["3"], rel=1e-12)
-    every = M.observed_all(ns, cs, clusters, M.cluster_share(ns, cs, clusters))
+        assert got[key]["3"] == stated(one_each[key].value["3"], rel=1e-15)
+        assert got[f"{key}_ci95"]["3"] == stated(one_each[key].ci95["3"], rel=1e-12)
+    every = msgspec.to_builtins(M.observed_all(ns, cs, clusters, M.cluster_share(ns, cs, clusters)))
     assert got["observed_all"] == {**every, "ci95": stated(every["ci95"], rel=1e-12)}
 
 
@@ -296,7 +296,7 @@ def test_the_clustered_interval_matches_an_independent_computation():
     cs = [12, 9, 11, 3, 5, 2, 12, 12, 10, 0, 1, 4]
     clusters = ["a", "a", "a", "b", "b", "b", "c", "c", "c", "d", "d", "d"]
     tasks = {f"t{i}": Tl.Counts(n, c, 0, 0.0, 0, 0, 0, 0) for i, (n, c) in enumerate(zip(ns, cs))}
-    got = M.metrics(tasks, [1, 5], {f"t{i}": g for i, g in enumerate(clusters)})
+    got = M.metrics(tasks, [1, 5], {f"t{i}": g for i, g in enumerate(clusters)}).to_builtins()
     pass_hat = [math.comb(c, 5) / math.comb(12, 5) for c in cs]
     pass_at = [1 - math.comb(12 - c, 5) / math.comb(12, 5) for c in cs]
     hits = [1.0 if c == 12 else 0.0 for c in cs]

@@ -15,6 +15,7 @@ from study import BASE, TRAINED, study, write
 
 from endstate.core.figures.contrast import AA, BLACK, WHITE, contrast_ratio, text_colour
 from endstate.evalstats.cli import cli
+from endstate.evalstats.metrics_object import decode
 
 
 def labels_and_contrast(fig) -> list[tuple[str, float]]:
@@ -53,7 +54,7 @@ def objects(tmp_path_factory):
 
     same = write(tmp / "same.jsonl", [{**r, "model": "copy"} for r in base])
     return {
-        "metrics": orjson.loads(run("--by", "policy", "--by", "domain", *paths[:2])),
+        "metrics": decode(orjson.loads(run("--by", "policy", "--by", "domain", *paths[:2]))),
         "compare": orjson.loads(run("compare", "--by", "domain", *paths[:2])),
         "no_change": orjson.loads(run("compare", "--by", "domain", paths[0], same)),
         "tally": [orjson.loads(x) for x in run("tally", "--graded", paths[2], *paths[:2]).splitlines()],
@@ -77,7 +78,7 @@ def figures(o):
         "compare --plot": F.compare_figure(o["compare"]),
         "compare --plot, no change": F.compare_figure(o["no_change"]),
         "policy × domain": F.cross_figure(o["metrics"], "policy", "domain"),
-        "frontier": F.frontier_figure(o["metrics"]["by_policy"], [(BASE, TRAINED)]),
+        "frontier": F.frontier_figure(o["metrics"].by["policy"], [(BASE, TRAINED)]),
         "domains": F.domains_figure(o["metrics"]),
         "outcomes": F.outcomes_figure(o["tally"]),
         "outcomes of two tasks": F.outcomes_figure(o["tally"], ["bank-task-3", "travel-task-1"]),
@@ -109,12 +110,12 @@ def test_a_comparison_without_change_labels_its_cells_in_black():
 def test_the_frontier_draws_an_arrow_from_base_to_trained(objects):
     from endstate.evalstats import figures as F
 
-    fig = F.frontier_figure(objects["metrics"]["by_policy"], [(BASE, TRAINED)])
+    fig = F.frontier_figure(objects["metrics"].by["policy"], [(BASE, TRAINED)])
     arrows = [t for t in fig.axes[0].texts if getattr(t, "arrow_patch", None) is not None]
-    base, new = (objects["metrics"]["by_policy"][m] for m in (BASE, TRAINED))
+    base, new = (objects["metrics"].by["policy"][m] for m in (BASE, TRAINED))
     assert len(arrows) == 1
-    assert arrows[0].xy == (new["pass_at_1"], new["cost"]["per_success_usd"])
-    assert arrows[0].xyann == (base["pass_at_1"], base["cost"]["per_success_usd"])
+    assert arrows[0].xy == (new.pass_at_1, new.cost.per_success_usd)
+    assert arrows[0].xyann == (base.pass_at_1, base.cost.per_success_usd)
 
 
 def test_training_curves_leave_skipped_steps_out_and_count_steps_in_integers(objects):

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from study import BASE, DOMAINS, PROMPTING, TRAINED, study, write
 
 from endstate.evalstats.cli import cli
+from endstate.evalstats.metrics_object import decode
 from endstate.evalstats.render import pct, usd
 
 
@@ -503,8 +504,8 @@ def test_the_frontier_is_per_policy_in_summary_plot_as_in_the_report(files, tmp_
     other = [{**r, "prompting": {**PROMPTING, "few_shot": False},
               "cost_usd": 2 * r["cost_usd"]} for r in base]
     path = write(tmp_path / "two.jsonl", [*base, *other])
-    report = orjson.loads(run(["--by", "policy", path]).stdout)
-    points = F.priced_points(report["by_policy"])
+    report = decode(orjson.loads(run(["--by", "policy", path]).stdout))
+    points = F.priced_points(report.by["policy"])
     assert sorted(points) == [f"{BASE} [few_shot=False]", f"{BASE} [few_shot=True]"]
     png = tmp_path / "f.png"
     assert run(["--plot", str(png), path]).exit_code == 0 and png.read_bytes()[:4] == b"\x89PNG"

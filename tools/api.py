@@ -52,6 +52,7 @@ from endstate.core.episode.users import (
 from endstate.core.grading.checks import CHECK_KINDS, TaskError
 from endstate.core.grading.checks import Context as CheckContext
 from endstate.core.grading.judge import Judge
+from endstate.evalstats.statistics import STATISTICS, Statistic
 
 # -- records --------------------------------------------------------------------------------------
 from endstate.core.records.structs import (
@@ -71,16 +72,17 @@ from endstate.core.records.structs import (
 from endstate.core.registry import Registry, RegistryError
 
 __all__ = [  # docs/api.md says what each is
-    "BACKENDS", "CHECK_KINDS", "DOMAINS", "RESULT_FORMATS", "SIMULATED_USERS", "STOP",
+    "BACKENDS", "CHECK_KINDS", "DOMAINS", "RESULT_FORMATS", "SIMULATED_USERS", "STATISTICS", "STOP",
     "TOOL_LISTINGS", "AgentBackend", "AgentSession", "AssistantMessage", "Attempt", "Backend",
     "CheckContext", "CheckResult", "Db", "Documents", "Domain", "Domains", "Episode", "FewShot",
     "GradedEpisode", "Grader", "Judge", "LiveSampler", "Mapping", "Message", "Parsed", "Registry",
-    "RegistryError", "RunConfig", "SimulatedUser", "SystemMessage", "Task", "TaskError", "Tool",
-    "ToolCall", "ToolError", "ToolListing", "ToolMessage", "Turn", "Usage", "UserEndpoint",
-    "UserKind", "UserMessage", "attempt_of", "customer_finder", "employee_finder", "escalator",
-    "grade", "insert_document", "insert_rows", "iso_date", "load_domains", "load_tasks",
-    "positive_cents", "read_records", "rebuild_document", "render_signature", "replay",
-    "rounded_within", "run_episode", "run_episodes", "summary", "tool", "tool_of", "write_records",
+    "RegistryError", "RunConfig", "SimulatedUser", "Statistic", "SystemMessage", "Task",
+    "TaskError", "Tool", "ToolCall", "ToolError", "ToolListing", "ToolMessage", "Turn", "Usage",
+    "UserEndpoint", "UserKind", "UserMessage", "attempt_of", "customer_finder", "employee_finder",
+    "escalator", "grade", "insert_document", "insert_rows", "iso_date", "load_domains",
+    "load_tasks", "positive_cents", "read_records", "rebuild_document", "render_signature",
+    "replay", "rounded_within", "run_episode", "run_episodes", "summary", "tool", "tool_of",
+    "write_records",
 ]
 
 
@@ -220,4 +222,6 @@ def summary(attempts: Iterable[Attempt | GradedEpisode], *, ks: Sequence[int] | 
     if repeated:
         raise ValueError(f"task {repeated[0]!r} has two clean attempts of one (policy, attempt); "
                          "keep one of each")
-    return Study(counted, None, None, POPULATION).report(list(by), None if ks is None else list(ks))
+    report = Study(counted, None, None, POPULATION).report(list(by),
+                                                           None if ks is None else list(ks))
+    return report.to_builtins()

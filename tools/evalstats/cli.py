@@ -133,7 +133,7 @@ def summary(files, by_fields, ks, cluster, prices, arrows, gate: Gate, reading: 
     study = Study(tally, tasks, cluster, reading.estimand)
     study.policy_note(by_fields)
     report = study.report(list(by_fields), ks)
-    warn_cost(report["overall"]["cost"])
+    warn_cost(report.overall.cost)
     write_output(report, output.fmt, render.metrics_table)
     if output.plot_file:
         from endstate.evalstats import figures

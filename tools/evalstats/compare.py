@@ -11,7 +11,8 @@ from endstate.evalstats import estimators as E
 from endstate.evalstats import intervals as I
 from endstate.evalstats.cost_change import cost_change
 from endstate.evalstats.groups import TaskCounts
-from endstate.evalstats.metrics import KTooLarge, cluster_labels, per_task
+from endstate.evalstats.metrics import KTooLarge, cluster_labels
+from endstate.evalstats.statistics import STATISTICS, Statistic, estimate
 
 
 def common_tasks(base: TaskCounts, new: TaskCounts) -> list[str]:
@@ -27,7 +28,7 @@ def compare(base: TaskCounts, new: TaskCounts, k: int | None = None,
     pass@1 is the pooled rate Σc/Σn, as in `summary` (`statistic: pooled`), and the task mean
     beside it; Δ = NEW − BASE with the paired SE (influence values differenced per task, summed
     per cluster with `clusters`: CR1, t(G − 1)), a t interval and p_new_better = F_t(Δ/SE).
-    pass@k and pass^k at one k (default: the largest common repeat count) and the k/k count,
+    Each statistic (statistics.STATISTICS: pass@k, pass^k) at one k (default: the largest common repeat count) and the k/k count,
     each with a paired interval of its Δ. k/k is counted at the common k (the smallest n of
     both runs): a task with more attempts counts its pass^k there (`estimated` names the runs).
     Gained/lost: tasks solved at least once or in all k attempts by one run and not the other,
@@ -56,8 +57,7 @@ def compare(base: TaskCounts, new: TaskCounts, k: int | None = None,
         "clusters": None if labels is None else len(set(labels)),
         "pass_at_1": pooled,
         "pass_at_1_task_mean": _pass_at_1(*sides, False, estimand, labels),
-        "pass_at_k": _at_k(*sides, k, 0, labels, share),
-        "pass_hat_k": _at_k(*sides, k, 1, labels, share),
+        **{name: _at_k(*sides, k, stat, labels, share) for name, stat in STATISTICS.items()},
         "observed_all": _observed(sides, every, k_all, labels, share),
         "correlation": E.correlation(*rates),
         "p_new_better": pooled.pop("p_new_better"),
@@ -86,6 +86,11 @@ def _mean_slope(base, new, kind: str, k: int | None) -> float:
     return (E.logit_slope(*base, kind, k) + E.logit_slope(*new, kind, k)) / 2
 
 
+def compared_k(report: dict[str, Any]) -> int | None:
+    """The k of a compare object's statistics (pass@k, pass^k: one k for all)."""
+    return next((report[name]["k"] for name in STATISTICS), None)
+
+
 def _paired_share(base, new, labels) -> S.ClusterShare | None:
     """The ClusterShare of the per-task differences of pass@1, with pass@1's mean slope over
     both runs (with --cluster; None otherwise or below two clusters)."""
@@ -95,14 +100,14 @@ def _paired_share(base, new, labels) -> S.ClusterShare | None:
     return S.cluster_share(d, _mean_slope(base, new, "hat", 1), labels)
 
 
-def _at_k(base, new, k: int, which: int, labels=None, share=None) -> dict[str, Any]:
-    """pass@k (which=0) or pass^k (which=1) on each side, Δ with its paired interval."""
+def _at_k(base, new, k: int, stat: Statistic, labels=None, share=None) -> dict[str, Any]:
+    """A statistic (pass@k, pass^k) on each side, Δ with its paired interval."""
     if not k:
         return {"k": None, "base": None, "new": None, "delta": None, "ci95": None}
-    xb = [per_task(n, c, k)[which] for n, c in zip(*base)]
-    xn = [per_task(n, c, k)[which] for n, c in zip(*new)]
+    xb = [estimate(stat.estimator, n, c, k) for n, c in zip(*base)]
+    xn = [estimate(stat.estimator, n, c, k) for n, c in zip(*new)]
     trials = [min(nb, nn) / k for nb, nn in zip(base[0], new[0])]
-    slope = _mean_slope(base, new, ("at", "hat")[which], k) if share else None
+    slope = (stat.slope(*base, k) + stat.slope(*new, k)) / 2 if share else None
     delta, s = S.paired_task_mean(xb, xn, trials, share, slope, labels is not None)
     return {"k": k, "base": E.mean(xb), "new": E.mean(xn), "delta": delta,
             "ci95": I.difference_interval(delta, s)}

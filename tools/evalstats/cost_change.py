@@ -16,6 +16,8 @@ import random
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+import msgspec
+
 from endstate.evalstats.groups import TaskCounts
 from endstate.evalstats.metrics import cost, cost_ratios
 
@@ -32,7 +34,8 @@ def cost_change(base: TaskCounts, new: TaskCounts, common: list[str],
     ratio the % change 100·(new − base)/base and its 95% interval (`*_change_ci95`; null where
     the change is)."""
     sides = [[side[t] for t in common] for side in (base, new)]
-    out: dict[str, Any] = {name: cost(dict(zip(common, tasks)), math.fsum(hits))
+    out: dict[str, Any] = {name: msgspec.structs.asdict(cost(dict(zip(common, tasks)),
+                                                             math.fsum(hits)))
                            for name, tasks, hits in zip(("base", "new"), sides, reliable)}
     changes = [change(out["base"][f"{r}_usd"], out["new"][f"{r}_usd"]) for r in RATIOS]
     intervals = bootstrap(sides, reliable, clusters) if any(c is not None for c in changes) \

@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from endstate.core.figures.contrast import text_colour
+from endstate.evalstats.metrics_object import Group, Report
 from endstate.evalstats.render import _all_label, cross_metrics, pct, row_k, top_kmax
+from endstate.evalstats.statistics import STATISTICS, headline
 
 FRONT, OTHER = "#1f5fa8", "#6b7480"  # frontier points; the others (both read on white)
 
@@ -88,13 +90,13 @@ def colourbar(fig, im, ax, signed: bool = False):
     return bar
 
 
-def priced_points(by_policy: dict[str, Any]) -> dict[str, tuple[float, float]]:
+def priced_points(by_policy: dict[str, Group]) -> dict[str, tuple[float, float]]:
     """policy -> (pass@1, USD per successful attempt), for the policies that have both."""
-    return {m: (g["pass_at_1"], g["cost"]["per_success_usd"]) for m, g in by_policy.items()
-            if g["pass_at_1"] is not None and g["cost"]["per_success_usd"] is not None}
+    return {m: (g.pass_at_1, g.cost.per_success_usd) for m, g in by_policy.items()
+            if g.pass_at_1 is not None and g.cost.per_success_usd is not None}
 
 
-def draw_frontier(ax, by_policy: dict[str, Any], arrows: Sequence[tuple[str, str]] = ()) -> None:
+def draw_frontier(ax, by_policy: dict[str, Group], arrows: Sequence[tuple[str, str]] = ()) -> None:
     """Cost per successful attempt against pass@1, one point per policy (two prompting policies
     of one model are two points), the Pareto frontier dashed, and an arrow from each BASE to
     its NEW (base → trained)."""
@@ -128,39 +130,38 @@ def draw_frontier(ax, by_policy: dict[str, Any], arrows: Sequence[tuple[str, str
     ax.set_title("cost vs pass@1 by policy")
 
 
-def domain_groups(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def domain_groups(report: Report) -> dict[str, Group]:
     """The rows of the domain heatmap: each policy's domains (by_policy.by_domain; named
     `domain · policy` when there are several policies, never pooled over them), else by_domain,
     else overall."""
-    by_policy = report.get("by_policy") or {}
-    nested = {p: g["by_domain"] for p, g in by_policy.items() if "by_domain" in g}
+    by_policy = report.by.get("policy") or {}
+    nested = {p: g.by["domain"] for p, g in by_policy.items() if "domain" in g.by}
     if nested:
         names = shorts(nested, 24)
         return {(d if len(nested) == 1 else f"{d} · {names[p]}"): g
                 for p, domains in nested.items() for d, g in domains.items()}
-    return report.get("by_domain") or {"overall": report["overall"]}
+    return report.by.get("domain") or {"overall": report.overall}
 
 
-def draw_domains(fig, ax, report: dict[str, Any]) -> None:
-    """Domain × metric heatmap (pass@1, pass@k, pass^k, k/k at the largest k), in percent, per
+def draw_domains(fig, ax, report: Report) -> None:
+    """Domain × metric heatmap (pass@1, each statistic at the largest k, k/k), in percent, per
     policy (domain_groups)."""
     groups = domain_groups(report)
     kmax = top_kmax(report)
-    cols = ["pass@1", *([f"pass@{kmax}", f"pass^{kmax}"] if kmax else []),
-            _all_label(row_k(groups))]
-    values = [[g["pass_at_1"], *([g["pass_at_k"].get(kmax), g["pass_hat_k"].get(kmax)]
-                                 if kmax else []), g["observed_all"]["fraction"]]
-              for g in groups.values()]
+    statistics = STATISTICS.items() if kmax else []
+    cols = ["pass@1", *(stat.label(kmax) for _, stat in statistics), _all_label(row_k(groups))]
+    values = [[g.pass_at_1, *(g.value(key, kmax) for key, _ in statistics),
+               g.observed_all.fraction] for g in groups.values()]
     labels = [[pct(v) for v in r] for r in values]
     im = heatmap(ax, list(groups), cols, values, labels, "viridis", 0, 1, "by domain (%)")
     colourbar(fig, im, ax)
 
 
-def metrics_figure(report: dict[str, Any], arrows: Sequence[tuple[str, str]] = ()):
+def metrics_figure(report: Report, arrows: Sequence[tuple[str, str]] = ()):
     """summary --plot: left the frontier (report's by_policy), right the domain × metric
     heatmap."""
     fig, (left, right) = _pyplot().subplots(1, 2, figsize=(12, 4.8), dpi=110)
-    draw_frontier(left, report["by_policy"], arrows)
+    draw_frontier(left, report.by["policy"], arrows)
     draw_domains(fig, right, report)
     fig.tight_layout()
     return fig
@@ -170,7 +171,7 @@ def plot_metrics(report, path, arrows=()) -> None:
     save(metrics_figure(report, arrows), path)
 
 
-def domains_figure(report: dict[str, Any]):
+def domains_figure(report: Report):
     fig, ax = _pyplot().subplots(figsize=(6.4, 1.4 + 0.45 * len(domain_groups(report))),
                                  dpi=110)
     draw_domains(fig, ax, report)
@@ -178,23 +179,24 @@ def domains_figure(report: dict[str, Any]):
     return fig
 
 
-def frontier_figure(by_policy: dict[str, Any], arrows: Sequence[tuple[str, str]] = ()):
+def frontier_figure(by_policy: dict[str, Group], arrows: Sequence[tuple[str, str]] = ()):
     fig, ax = _pyplot().subplots(figsize=(6.4, 4.6), dpi=110)
     draw_frontier(ax, by_policy, arrows)
     fig.tight_layout()
     return fig
 
 
-def cross_figure(report: dict[str, Any], first: str, second: str):
-    """The first × second table as heatmaps (pass@1, pass@k, k/k), one panel per metric."""
-    rows = report[f"by_{first}"]
-    cols = sorted({c for g in rows.values() for c in g.get(f"by_{second}", {})})
+def cross_figure(report: Report, first: str, second: str):
+    """The first × second table as heatmaps (render.cross_metrics: pass@1, pass@k, k/k), one
+    panel per metric."""
+    rows = report.by[first]
+    cols = sorted({c for g in rows.values() for c in g.by.get(second, {})})
     metrics = cross_metrics(top_kmax(report), row_k(rows))
     fig, axes = _pyplot().subplots(1, len(metrics), dpi=110, squeeze=False,
                                    figsize=(3.2 + 1.1 * len(cols) * len(metrics),
                                             1.4 + 0.5 * len(rows)), layout="constrained")
     for ax, (name, get) in zip(axes[0], metrics):
-        values = [[None if (c := g.get(f"by_{second}", {}).get(col)) is None else get(c)
+        values = [[None if (c := g.by.get(second, {}).get(col)) is None else get(c)
                    for col in cols] for g in rows.values()]
         im = heatmap(ax, list(rows), cols, values, [[pct(v) for v in r] for r in values],
                      "viridis", 0, 1, f"{name} (%)")
@@ -211,11 +213,14 @@ def compare_figure(report: dict[str, Any]):
     for key, by in report.items():
         if key.startswith("by_"):
             groups.update({f"{key[3:]}={name}": g for name, g in by.items()})
-    cols = ["pass@1", f"pass@{report['pass_at_k']['k']}", _all_label(report["observed_all"]["k"])]
+    statistics = headline()
+    cols = ["pass@1", *(stat.label(report[key]["k"]) for key, stat in statistics),
+            _all_label(report["observed_all"]["k"])]
     values, labels = [], []
     for g in groups.values():
-        p1, pk, obs = g["pass_at_1"], g["pass_at_k"], g["observed_all"]
-        cells = [(p1["base"], p1["new"], p1["delta"]), (pk["base"], pk["new"], pk["delta"]),
+        p1, obs = g["pass_at_1"], g["observed_all"]
+        cells = [(p1["base"], p1["new"], p1["delta"]),
+                 *((g[key]["base"], g[key]["new"], g[key]["delta"]) for key, _ in statistics),
                  (obs["base_fraction"], obs["new_fraction"], obs["delta_fraction"])]
         values.append([d for _, _, d in cells])
         labels.append([f"{pct(b)}→{pct(n)}\n({'-' if d is None else f'{100 * d:+.1f}'})"

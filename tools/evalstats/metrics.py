@@ -1,19 +1,23 @@
-"""The metrics object of one group of tasks: named estimands, their intervals, and cost."""
+"""The metrics of one group of tasks (metrics_object.Group): named estimands, their intervals,
+each registered statistic at each k, and cost."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
-from functools import cache
 from operator import itemgetter
 from typing import Any
+
+import msgspec
 
 from endstate.evalstats import estimands as S
 from endstate.evalstats import estimators as E
 from endstate.evalstats import intervals as I
 from endstate.evalstats.groups import TaskCounts
 from endstate.evalstats.intervals import POPULATION
+from endstate.evalstats.metrics_object import AtK, Cost, Group, ObservedAll
+from endstate.evalstats.statistics import STATISTICS, estimate
 from endstate.evalstats.tally import Counts
 
 
@@ -21,11 +25,6 @@ class KTooLarge(ValueError):
     def __init__(self, k: int, task_id: str, n: int):
         super().__init__(f"k={k} but task {task_id!r} has only {n} clean attempt(s)")
         self.k, self.task_id, self.n = k, task_id, n
-
-
-@cache
-def per_task(n: int, c: int, k: int) -> tuple[float, float]:
-    return E.pass_at_k(n, c, k), E.pass_hat_k(n, c, k)
 
 
 def cluster_labels(task_ids: Sequence[str], clusters: Mapping[str, Any] | None
@@ -58,11 +57,11 @@ _n_c = itemgetter(0, 1)  # Counts -> (attempts, successes)
 
 def metrics(tasks: TaskCounts, ks: Sequence[int], clusters: Mapping[str, Any] | None = None,
             estimand: str = POPULATION, strict_k: bool = True, cluster: str | None = None,
-            policies: int = 1) -> dict[str, Any]:
-    """The metrics object of one group (see schemas/metrics.schema.json and docs/evalstats.md).
+            policies: int = 1) -> Group:
+    """The metrics of one group (see schemas/metrics.schema.json and docs/evalstats.md).
     A k above some task's clean n raises KTooLarge when `strict_k` (the user asked for it),
-    else its pass@k and pass^k are null in this group. `cluster` names the --cluster field of
-    `clusters`; `policies` counts the policies whose attempts the group pools (pooled)."""
+    else its statistics (pass@k, pass^k) are null in this group. `cluster` names the --cluster
+    field of `clusters`; `policies` counts the policies whose attempts the group pools (pooled)."""
     ns, cs, labels, mult = rows(tasks, clusters)
     if strict_k and ns and max(ks, default=0) > min(ns):
         for k in ks:
@@ -72,43 +71,33 @@ def metrics(tasks: TaskCounts, ks: Sequence[int], clusters: Mapping[str, Any] | 
     pooled = S.pass_at_1(ns, cs, pooled=True, estimand=estimand, clusters=labels, mult=mult)
     task_mean = S.pass_at_1(ns, cs, pooled=False, estimand=estimand, clusters=labels, mult=mult)
     share = cluster_share(ns, cs, labels, mult)
-    at_k = _at_k(ns, cs, ks, labels, task_mean, share, mult)
     column = _columns(tasks)
     reliable = observed_all(ns, cs, labels, share, mult)
-    out = {
-        "tasks": sum(mult),
-        "policies": policies,
-        "attempts": sum(column["attempts"]),
-        "system_errors": sum(column["system_errors"]),
-        "successes": sum(column["successes"]),
-        "estimand": estimand,
-        "cluster": cluster if labels is not None else None,
-        "clusters": S.units(0, labels) if labels is not None else None,
-        "pass_at_1": pooled["value"],
-        "pass_at_1_se": pooled["se"],
-        "pass_at_1_ci95": pooled["ci95"],
-        "pass_at_1_task_mean": task_mean["value"],
-        "pass_at_1_task_mean_se": task_mean["se"],
-        "pass_at_1_task_mean_ci95": task_mean["ci95"],
-        **at_k,
-        "observed_all": reliable,
-        "cost": cost(tasks, reliable["count"], column),
-    }
+    out = Group(
+        tasks=sum(mult), policies=policies, attempts=sum(column["attempts"]),
+        system_errors=sum(column["system_errors"]), successes=sum(column["successes"]),
+        estimand=estimand, cluster=cluster if labels is not None else None,
+        clusters=S.units(0, labels) if labels is not None else None,
+        pass_at_1=pooled["value"], pass_at_1_se=pooled["se"], pass_at_1_ci95=pooled["ci95"],
+        pass_at_1_task_mean=task_mean["value"], pass_at_1_task_mean_se=task_mean["se"],
+        pass_at_1_task_mean_ci95=task_mean["ci95"],
+        at_k=_at_k(ns, cs, ks, labels, task_mean, share, mult),
+        observed_all=reliable, cost=cost(tasks, reliable.count, column))
     return out if policies < 2 else pooled_policies(out)
 
 
-def pooled_policies(group: dict[str, Any]) -> dict[str, Any]:
+def pooled_policies(group: Group) -> Group:
     """A group that pools several policies: per task, their attempts are one sample of no
     policy, so pass@k, pass^k (k > 1) and k/k estimate nothing (four models' 40 pooled attempts
     are no model's pass@10): null, as is the cost per reliable task. pass@1 stays (the share of
     successful attempts)."""
-    for key in ("pass_at_k", "pass_hat_k"):
-        for k in group[key]:
+    for at in group.at_k.values():
+        for k in at.value:
             if k != "1":
-                group[key][k] = group[f"{key}_ci95"][k] = None
-    group["observed_all"] = {**group["observed_all"], "k": None, "count": None,
-                             "fraction": None, "ci95": None}
-    group["cost"] = {**group["cost"], "per_reliable_task_usd": None}
+                at.value[k] = at.ci95[k] = None
+    group.observed_all = msgspec.structs.replace(group.observed_all, count=None, k=None,
+                                                 fraction=None, ci95=None)
+    group.cost = msgspec.structs.replace(group.cost, per_reliable_task_usd=None)
     return group
 
 
@@ -123,37 +112,36 @@ def cluster_share(ns: Sequence[int], cs: Sequence[int], labels, mult=None
 
 def _at_k(ns: list[int], cs: list[int], ks: Sequence[int], labels,
           task_mean: dict | None = None, share: S.ClusterShare | None = None,
-          mult: list[int] | None = None) -> dict[str, dict]:
-    """pass@k and pass^k per k (null where a task has fewer than k clean attempts), each with
-    its 95% interval over tasks (population; m_i = n_i/k independent k-trials per task; with
-    clusters, pass@1's `share` carried by the slope). At k = 1 both are the task mean:
-    its estimate and interval are reused when given (one estimate, one interval, under either
-    estimand). Rows and `mult` as in rows()."""
-    out: dict[str, dict] = {"pass_at_k": {}, "pass_at_k_ci95": {}, "pass_hat_k": {},
-                            "pass_hat_k_ci95": {}}
+          mult: list[int] | None = None) -> dict[str, AtK]:
+    """Each statistic (statistics.STATISTICS: pass@k, pass^k) per k (null where a task has fewer
+    than k clean attempts), with its 95% interval over tasks (population; m_i = n_i/k independent
+    k-trials per task; with clusters, pass@1's `share` carried by the statistic's slope). A
+    statistic that is the task mean at k = 1 (pass@k, pass^k) reuses its estimate and interval
+    when given (one estimate, one interval, under either estimand). Rows and `mult` as in rows()."""
+    out = {name: AtK({}, {}) for name in STATISTICS}
     for k in ks:
+        key = str(k)
         if not ns or min(ns) < k:
-            for key in out:
-                out[key][str(k)] = None
+            for at in out.values():
+                at.value[key] = at.ci95[key] = None
             continue
-        if k == 1 and task_mean is not None:
-            for key in ("pass_at_k", "pass_hat_k"):
-                out[key]["1"], out[f"{key}_ci95"]["1"] = task_mean["value"], task_mean["ci95"]
-            continue
-        pairs = [per_task(n, c, k) for n, c in zip(ns, cs)]
         trials = [n / k for n in ns]
-        for key, values, kind in (("pass_at_k", [p for p, _ in pairs], "at"),
-                                  ("pass_hat_k", [h for _, h in pairs], "hat")):
-            out[key][str(k)] = E.mean(values, mult)
-            slope = E.logit_slope(ns, cs, kind, k, mult) if share else None
-            out[f"{key}_ci95"][str(k)] = S.task_mean_interval(values, trials, share, slope, mult,
-                                                              labels is not None)
+        for name, stat in STATISTICS.items():
+            at = out[name]
+            if k == 1 and task_mean is not None and stat.task_mean_at_1:
+                at.value[key], at.ci95[key] = task_mean["value"], task_mean["ci95"]
+                continue
+            values = [estimate(stat.estimator, n, c, k) for n, c in zip(ns, cs)]
+            at.value[key] = E.mean(values, mult)
+            slope = stat.slope(ns, cs, k, mult) if share else None
+            at.ci95[key] = S.task_mean_interval(values, trials, share, slope, mult,
+                                                labels is not None)
     return out
 
 
 def observed_all(ns: list[int], cs: list[int], labels=None,
                  share: S.ClusterShare | None = None, mult: list[int] | None = None
-                 ) -> dict[str, Any]:
+                 ) -> ObservedAll:
     """Tasks whose every clean attempt succeeded. `k` is the number of attempts each of them was
     counted over: the common n when every task has the same n, else null (then `k_min`..`k_max`
     are the range: compare pass_hat_k at one k instead). Rows and `mult` as in rows()."""
@@ -161,11 +149,11 @@ def observed_all(ns: list[int], cs: list[int], labels=None,
     T = I.task_count(ns, mult)
     count = int(I.task_sum(hits, mult))
     slope = E.logit_slope(ns, cs, "hat", None, mult) if share and ns else None
-    return {"k": ns[0] if ns and min(ns) == max(ns) else None,
-            "k_min": min(ns, default=None), "k_max": max(ns, default=None),
-            "count": count, "fraction": count / T if T else None,
-            "ci95": S.task_mean_interval(hits, [1.0] * len(ns), share, slope, mult,
-                                         labels is not None)}
+    return ObservedAll(k=ns[0] if ns and min(ns) == max(ns) else None,
+                       k_min=min(ns, default=None), k_max=max(ns, default=None),
+                       count=count, fraction=count / T if T else None,
+                       ci95=S.task_mean_interval(hits, [1.0] * len(ns), share, slope, mult,
+                                                 labels is not None))
 
 
 def _columns(tasks: TaskCounts) -> dict[str, tuple]:
@@ -175,8 +163,8 @@ def _columns(tasks: TaskCounts) -> dict[str, tuple]:
     return dict(zip(Counts._fields, zip(*tasks.values())))
 
 
-def cost(tasks: TaskCounts, reliable: float, column: dict[str, tuple] | None = None
-         ) -> dict[str, Any]:
+def cost(tasks: TaskCounts, reliable: float | None, column: dict[str, tuple] | None = None
+         ) -> Cost:
     """Campaign cost over every priced attempt (system errors included: they were paid for);
     attempts of a --price model without token counts are `unpriced_attempts`, not free. The
     ratios: cost_ratios. `reliable`: the tasks solved k/k (compare: at the common k)."""
@@ -185,9 +173,9 @@ def cost(tasks: TaskCounts, reliable: float, column: dict[str, tuple] | None = N
     recorded = sum(column["attempts"]) + sum(column["system_errors"])
     total, per_success, per_reliable = cost_ratios(
         math.fsum(column["cost_usd"]), priced, recorded, sum(column["priced_successes"]), reliable)
-    return {"total_usd": total, "per_success_usd": per_success,
-            "per_reliable_task_usd": per_reliable, "priced_attempts": priced,
-            "unpriced_attempts": sum(column["unpriced_attempts"]), "recorded_attempts": recorded}
+    return Cost(total_usd=total, per_success_usd=per_success, per_reliable_task_usd=per_reliable,
+                priced_attempts=priced, unpriced_attempts=sum(column["unpriced_attempts"]),
+                recorded_attempts=recorded)
 
 
 def cost_ratios(total: float, priced: int, recorded: int, priced_successes: int,

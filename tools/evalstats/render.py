@@ -4,13 +4,14 @@ digits); the figures are in figures.py."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from html import escape
+from operator import attrgetter
 from typing import Any
 
-
-def pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}"
+from endstate.evalstats.metrics_object import Group, ObservedAll, Report
+from endstate.evalstats.statistics import STATISTICS, headline, pct
 
 
 def usd(x: float | None) -> str:
@@ -61,16 +62,14 @@ def grid(headers: Sequence[str], rows: Sequence[Sequence[str]], style: str = "ta
     return "\n".join(fmt.format(*r) for r in [headers, *rows])
 
 
-def _groups(report: dict[str, Any], overall: bool = True) -> list[tuple[str, dict[str, Any]]]:
+def _groups(report: Report, overall: bool = True) -> list[tuple[str, Group]]:
     """(row name, group): the groups of one policy first, then those that pool several,
     named so (a pooled row never heads the table, and no column head comes from one)."""
-    out = [("overall", report["overall"])] if overall else []
-    for key, groups in report.items():
-        if key.startswith("by_"):
-            out += [(f"{key[3:]}={name}", g) for name, g in groups.items()]
-    own = [(name, g) for name, g in out if g.get("policies", 1) < 2]
-    pooled = [(f"{name} ({g['policies']} policies pooled)", g) for name, g in out
-              if g.get("policies", 1) >= 2]
+    out = [("overall", report.overall)] if overall else []
+    for field, groups in report.by.items():
+        out += [(f"{field}={name}", g) for name, g in groups.items()]
+    own = [(name, g) for name, g in out if not g.pooled]
+    pooled = [(f"{name} ({g.policies} policies pooled)", g) for name, g in out if g.pooled]
     return own + pooled
 
 
@@ -79,12 +78,13 @@ def _all_label(k: int | None) -> str:
     return "k/k" if k is None else f"{k}/{k}"
 
 
-def shown_ks(groups: list[dict[str, Any]]) -> list[str]:
-    """The k > 1 of pass@k and pass^k the groups carry, in order."""
-    return sorted({k for g in groups for k in g["pass_at_k"] if k != "1"}, key=int)
+def shown_ks(groups: list[Group]) -> list[str]:
+    """The k > 1 of the statistics (pass@k, pass^k) the groups carry, in order."""
+    return sorted({k for g in groups for at in g.at_k.values() for k in at.value if k != "1"},
+                  key=int)
 
 
-def metrics_table(report: dict[str, Any], style: str = "table") -> str:
+def metrics_table(report: Report, style: str = "table") -> str:
     """With two --by fields, the first × second table (cross_table), then the list of groups;
     else the list."""
     cross = cross_table(report, style)
@@ -92,72 +92,71 @@ def metrics_table(report: dict[str, Any], style: str = "table") -> str:
     return listing if cross is None else f"{cross}\n\n{listing}"
 
 
-def groups_table(report: dict[str, Any], style: str = "table", overall: bool = True) -> str:
+def groups_table(report: Report, style: str = "table", overall: bool = True) -> str:
     """One row per group (those of one policy first: _groups); rates in percent. pass@1 is
     pooled (successes / clean attempts) with its standard error; the task mean beside it
-    (pass@1 and pass^1 averaged over tasks, so k = 1 gets no column of its own); then pass@k
-    and pass^k per k > 1, and k/k: tasks solved in all their k attempts, of the tasks (its head
-    names the k the rows share; where they differ, each cell names its own). `overall`: False
-    leaves that row out (the report's single policy is its only group)."""
+    (pass@1 and pass^1 averaged over tasks, so k = 1 gets no column of its own); then each
+    statistic (pass@k, pass^k) per k > 1, and k/k: tasks solved in all their k attempts, of the
+    tasks (its head names the k the rows share; where they differ, each cell names its own).
+    `overall`: False leaves that row out (the report's single policy is its only group)."""
     groups = _groups(report, overall)
     ks = shown_ks([g for _, g in groups])
-    k_all = row_k({name: g for name, g in groups if g.get("policies", 1) < 2})
+    statistics = STATISTICS.items()
+    k_all = row_k({name: g for name, g in groups if not g.pooled})
     headers = ["group", "tasks", "attempts", "sys_err", "pass@1(pooled)%", "±se",
-               "pass@1(task-mean)%", *(f"pass@{k}%" for k in ks), *(f"pass^{k}%" for k in ks),
+               "pass@1(task-mean)%",
+               *(f"{stat.label(k)}{stat.unit}" for _, stat in statistics for k in ks),
                _all_label(k_all), "$/success", "$/reliable"]
     rows = []
     for name, g in groups:
-        rows.append([name, str(g["tasks"]), str(g["attempts"]), str(g["system_errors"]),
-                     pct(g["pass_at_1"]), pct(g["pass_at_1_se"]), pct(g["pass_at_1_task_mean"]),
-                     *(pct(g["pass_at_k"].get(k)) for k in ks),
-                     *(pct(g["pass_hat_k"].get(k)) for k in ks),
-                     _count_cell(g, k_all), usd(g["cost"]["per_success_usd"]),
-                     usd(g["cost"]["per_reliable_task_usd"])])
+        rows.append([name, str(g.tasks), str(g.attempts), str(g.system_errors),
+                     pct(g.pass_at_1), pct(g.pass_at_1_se), pct(g.pass_at_1_task_mean),
+                     *(stat.format(g.value(key, k)) for key, stat in statistics for k in ks),
+                     _count_cell(g, k_all), usd(g.cost.per_success_usd),
+                     usd(g.cost.per_reliable_task_usd)])
     return grid(headers, rows, style)
 
 
-def _count_cell(g: dict[str, Any], k_all: int | None) -> str:
+def _count_cell(g: Group, k_all: int | None) -> str:
     """`count/tasks` solved k/k; the row's own k when the head names none."""
-    obs = g["observed_all"]
-    if obs["count"] is None:
+    obs = g.observed_all
+    if obs.count is None:
         return "-"
-    return f"{obs['count']}/{g['tasks']}" + ("" if k_all is not None else f" ({own_k(obs)})")
+    return f"{obs.count}/{g.tasks}" + ("" if k_all is not None else f" ({own_k(obs)})")
 
 
-def own_k(obs: dict[str, Any]) -> str:
+def own_k(obs: ObservedAll) -> str:
     """The k a group's k/k was counted at: `k=20`, or its range where its tasks' n differ."""
-    return f"k={obs['k']}" if obs["k"] is not None else f"k={obs['k_min']}–{obs['k_max']}"
+    return f"k={obs.k}" if obs.k is not None else f"k={obs.k_min}–{obs.k_max}"
 
 
-def cross_fields(report: dict[str, Any]) -> tuple[str, str] | None:
+def cross_fields(report: Report) -> tuple[str, str] | None:
     """(first, second) when the report holds the first × second groups (two --by fields)."""
-    for key, groups in report.items():
-        if key.startswith("by_"):
-            for group in groups.values():
-                inner = [k for k in group if k.startswith("by_")]
-                if inner:
-                    return key[3:], inner[0][3:]
-            return None
+    for field, groups in report.by.items():
+        for group in groups.values():
+            if group.by:
+                return field, next(iter(group.by))
+        return None
     return None
 
 
-def cross_table(report: dict[str, Any], style: str = "table") -> str | None:
+def cross_table(report: Report, style: str = "table") -> str | None:
     """The study's models × domains table: one row per value of the first --by field, per value
-    of the second (and `all`) pass@1 (pooled), pass@k at the largest k and observed k/k (as a
-    share of the tasks), in percent. The best of each column is bold and the second best
-    underlined (markdown, html), or marked * and + (table); a k/k column whose cells were
-    counted at different k is not ranked, and each cell names its k. None without two --by
-    fields."""
+    of the second (and `all`) pass@1 (pooled), the headline statistics (pass@k) at the largest k
+    and observed k/k (as a share of the tasks), in percent. The best of each column is bold and
+    the second best underlined (markdown, html), or marked * and + (table); a k/k column whose
+    cells were counted at different k is not ranked, and each cell names its k. None without
+    two --by fields."""
     fields = cross_fields(report)
     if fields is None:
         return None
     first, second = fields
-    rows = report[f"by_{first}"]
-    columns = sorted({c for g in rows.values() for c in g.get(f"by_{second}", {})})
+    rows = report.by[first]
+    columns = sorted({c for g in rows.values() for c in g.by.get(second, {})})
     kmax = top_kmax(report)
     headers, values, cells = [first], [[] for _ in rows], [[] for _ in rows]
     for column in [*columns, "all"]:
-        groups = [g if column == "all" else g.get(f"by_{second}", {}).get(column)
+        groups = [g if column == "all" else g.by.get(second, {}).get(column)
                   for g in rows.values()]
         k_all = row_k({str(i): g for i, g in enumerate(groups) if g is not None})
         for name, get in cross_metrics(kmax, k_all):
@@ -165,7 +164,7 @@ def cross_table(report: dict[str, Any], style: str = "table") -> str | None:
             for i, g in enumerate(groups):
                 v = None if g is None else get(g)
                 values[i].append(None if v is None or name == "k/k" else round(100 * v, 1))
-                cells[i].append(pct(v) + (f" ({own_k(g['observed_all'])})"
+                cells[i].append(pct(v) + (f" ({own_k(g.observed_all)})"
                                           if name == "k/k" and v is not None else ""))
     marks = rank_marks(values)  # as shown: equal figures tie
     body = [[name, *(_mark(text, m, style) for text, m in zip(texts, mk))]
@@ -174,23 +173,26 @@ def cross_table(report: dict[str, Any], style: str = "table") -> str | None:
     return grid(headers, body, style) + legend
 
 
-def cross_metrics(kmax: str | None, k_all: int | None):
-    """(name, group -> value) of the cross table's metrics: pass@1, pass@k at the largest k,
-    and k/k ("k/k" where the groups' k differ: each cell then names its own)."""
-    return [("pass@1", lambda g: g["pass_at_1"]),
-            *([(f"pass@{kmax}", lambda g: g["pass_at_k"].get(kmax))] if kmax else []),
-            (_all_label(k_all), lambda g: g["observed_all"]["fraction"])]
+def cross_metrics(kmax: str | None, k_all: int | None
+                  ) -> list[tuple[str, Callable[[Group], float | None]]]:
+    """(name, group -> value) of the cross table's metrics: pass@1, the headline statistics
+    (pass@k) at the largest k, and k/k ("k/k" where the groups' k differ: each cell then names
+    its own)."""
+    at_kmax = [(stat.label(kmax), partial(Group.value, statistic=key, k=kmax))
+               for key, stat in headline()] if kmax else []
+    return [("pass@1", attrgetter("pass_at_1")), *at_kmax,
+            (_all_label(k_all), attrgetter("observed_all.fraction"))]
 
 
-def top_kmax(report: dict[str, Any]) -> str | None:
-    """The largest k > 1 any group carries (the k of the cross table's pass@k)."""
+def top_kmax(report: Report) -> str | None:
+    """The largest k > 1 any group carries (the k of the cross table's statistics)."""
     ks = shown_ks([g for _, g in _groups(report)])
     return ks[-1] if ks else None
 
 
-def row_k(rows: dict[str, Any]) -> int | None:
+def row_k(rows: dict[str, Group]) -> int | None:
     """The k of the k/k column of these groups: their common observed_all k, else None."""
-    ks = {g["observed_all"]["k"] for g in rows.values()}
+    ks = {g.observed_all.k for g in rows.values()}
     return ks.pop() if len(ks) == 1 else None
 
 
@@ -284,16 +286,21 @@ def with_notes(table: str, notes: list[str], style: str) -> str:
 
 
 def compare_rates_table(report: dict[str, Any], style: str = "table") -> str:
-    """One row per group: pooled pass@1, pass@k and k/k of each run, Δ, P(new better). k/k is
-    at the common k; a run with more attempts counts pass^k there (said under the table)."""
-    k, obs = report["pass_at_k"]["k"], report["observed_all"]
-    headers = ["group", "tasks", "pass@1(pooled) base", "new", "Δ", "±se", f"pass@{k} base",
-               "new", "Δ", f"{_all_label(obs['k'])} base", "new", "Δ", "P(new better)"]
+    """One row per group: pooled pass@1, the headline statistics (pass@k) and k/k of each run,
+    Δ, P(new better). k/k is at the common k; a run with more attempts counts pass^k there
+    (said under the table)."""
+    statistics, obs = headline(), report["observed_all"]
+    headers = ["group", "tasks", "pass@1(pooled) base", "new", "Δ", "±se",
+               *(h for key, stat in statistics
+                 for h in (f"{stat.label(report[key]['k'])} base", "new", "Δ")),
+               f"{_all_label(obs['k'])} base", "new", "Δ", "P(new better)"]
     rows = []
     for name, g in _compare_groups(report):
-        p1, pk, every = g["pass_at_1"], g["pass_at_k"], g["observed_all"]
+        p1, every = g["pass_at_1"], g["observed_all"]
         rows.append([name, str(g["tasks"]), pct(p1["base"]), pct(p1["new"]), pct(p1["delta"]),
-                     pct(p1["se"]), pct(pk["base"]), pct(pk["new"]), pct(pk["delta"]),
+                     pct(p1["se"]),
+                     *(stat.format(g[key][side]) for key, stat in statistics
+                       for side in ("base", "new", "delta")),
                      _tasks(every["base"]), _tasks(every["new"]), _tasks(every["delta"], "+"),
                      "-" if g["p_new_better"] is None else f"{g['p_new_better']:.3f}"])
     notes = [(f"k/k at k = {obs['k']}: {' and '.join(n.upper() for n in obs['estimated'])} "

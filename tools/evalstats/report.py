@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+import msgspec
 import orjson
 
 from endstate import __version__
 from endstate.evalstats import figures as F
 from endstate.evalstats import render as R
+from endstate.evalstats.metrics_object import Group, Report
 
 STYLE = """body{font:15px/1.45 system-ui,sans-serif;max-width:72em;margin:2em auto;padding:0 1em;
 color:#222}h2{border-top:3px solid #888;padding-top:.6em;margin-top:2em}.facts{color:#555;
@@ -66,7 +68,7 @@ def png(figure) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
-def build(metrics: dict, comparisons: list[tuple[str, str, dict]], tally: list[dict],
+def build(metrics: Report, comparisons: list[tuple[str, str, dict]], tally: list[dict],
           arrows: list[tuple[str, str]], facts: list[str], graded: bool,
           names: dict[str, str] | None = None, tasks: Sequence[str] = ()) -> Page:
     """The page of a study: metrics (summary's object, by policy and, when the records have
@@ -79,7 +81,7 @@ def build(metrics: dict, comparisons: list[tuple[str, str, dict]], tally: list[d
                                                                              r["policy"])}
                                                     for r in tally]
     page = Page("endstate evaluation report", facts)
-    page.data["metrics"] = metrics
+    page.data["metrics"] = metrics.to_builtins()
     cross = R.cross_fields(shown)
     if cross:
         page.add(f"{cross[0]} × {cross[1]}",
@@ -88,13 +90,13 @@ def build(metrics: dict, comparisons: list[tuple[str, str, dict]], tally: list[d
                       "underlined (a 0 is never marked)."),
                  Table(R.cross_table, shown), Figure(f"{cross[0]} × {cross[1]} heatmaps",
                                                      F.cross_figure(shown, *cross)))
-    by_policy = shown.get("by_policy", {})
-    several = metrics["overall"].get("policies", 1) > 1
+    by_policy = shown.by.get("policy", {})
+    several = metrics.overall.pooled
     page.add("Summary", Text("pass@1 pooled (successes / clean attempts) with its standard error "
                              "over tasks" + ("; the last row pools every policy: it has no "
                                              "pass@k, pass^k or k/k." if several else ".")),
              Table(lambda obj, style: R.groups_table(obj, style, overall=several),
-                   _without_nested({"overall": shown["overall"], "by_policy": by_policy})))
+                   Report(shown.overall, {"policy": _without_nested(by_policy)})))
     for i, (base, new, report) in enumerate(comparisons):
         page.data[f"compare-{i}"] = report
         base, new = names.get(base, base), names.get(new, new)
@@ -106,7 +108,7 @@ def build(metrics: dict, comparisons: list[tuple[str, str, dict]], tally: list[d
                                           F.frontier_figure(by_policy, [
                                               (names.get(b, b), names.get(n, n))
                                               for b, n in arrows])))
-    if any("by_domain" in g for g in by_policy.values()):
+    if any("domain" in g.by for g in by_policy.values()):
         page.add("By domain, per policy",
                  Figure("domain × metric heatmap", F.domains_figure(shown)))
     page.data["tally"] = tally
@@ -123,21 +125,17 @@ def build(metrics: dict, comparisons: list[tuple[str, str, dict]], tally: list[d
     return page
 
 
-def renamed(metrics: dict, names: dict[str, str]) -> dict:
+def renamed(metrics: Report, names: dict[str, str]) -> Report:
     """The metrics object with its by_policy groups under the names the page shows."""
-    if "by_policy" not in metrics:
+    if "policy" not in metrics.by:
         return metrics
-    return {**metrics, "by_policy": {names.get(k, k): g for k, g in metrics["by_policy"].items()}}
+    return msgspec.structs.replace(metrics, by={**metrics.by, "policy": {
+        names.get(k, k): g for k, g in metrics.by["policy"].items()}})
 
 
-def _without_nested(report: dict) -> dict:
-    """The groups without their nested by_ maps (the list table shows one level)."""
-    out = {"overall": report["overall"]}
-    for key, groups in report.items():
-        if key.startswith("by_"):
-            out[key] = {name: {k: v for k, v in g.items() if not k.startswith("by_")}
-                        for name, g in groups.items()}
-    return out
+def _without_nested(groups: dict[str, Group]) -> dict[str, Group]:
+    """The groups without their nested groups (the list table shows one level)."""
+    return {name: msgspec.structs.replace(g, by={}) for name, g in groups.items()}
 
 
 def html(page: Page) -> str:

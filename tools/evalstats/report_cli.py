@@ -16,6 +16,7 @@ from endstate.evalstats import groups as G
 from endstate.evalstats import render
 from endstate.evalstats import task_tally as TT
 from endstate.evalstats.intervals import POPULATION
+from endstate.evalstats.metrics_object import Report
 from endstate.evalstats.options import (
     Reading,
     check_cluster,
@@ -175,7 +176,7 @@ def report(files, page: PageOptions, reading: Reading, skip):
     names = display_names(tally, page.labels, lambda path: _file_policy(tally, path, reading,
                                                                         skip))
     _check_tasks(page.task_ids, records)
-    by = ["domain"] if any("by_domain" in g for g in metrics["by_policy"].values()) else []
+    by = ["domain"] if any("domain" in g.by for g in metrics.by["policy"].values()) else []
     comparisons, arrows = [], []
     for base, new in page.pairs:
         ends = [_file_policy(tally, path, reading, skip) for path in (base, new)]
@@ -184,7 +185,7 @@ def report(files, page: PageOptions, reading: Reading, skip):
         if all(ends) and ends[0] != ends[1]:
             arrows.append((ends[0], ends[1]))
     facts = [f"{len(paths)} attempt file(s): {', '.join(paths)}",
-             f"{metrics['overall']['tasks']} tasks, {len(G.policy_labels(tally))} policies, "
+             f"{metrics.overall.tasks} tasks, {len(G.policy_labels(tally))} policies, "
              f"estimand {reading.estimand}" + (f", clustered by {page.cluster}" if page.cluster
                                                 else ""),
              *(f"{name}: {label}" for label, name in names.items() if name != label)]
@@ -197,7 +198,7 @@ def report(files, page: PageOptions, reading: Reading, skip):
     click.echo(f"evalstats report: wrote {page.out_file}", err=True)
 
 
-def _metrics(paths, tasks, page: PageOptions, reading: Reading, skip) -> dict:
+def _metrics(paths, tasks, page: PageOptions, reading: Reading, skip) -> Report:
     """summary's object by policy, and by policy × domain when the records have a domain."""
     fields = ["policy", "domain", *([page.cluster] if page.cluster else [])]
     study = Study(tally_files(paths, fields, page.prices, None, skip, reading), tasks, page.cluster,

@@ -5,6 +5,7 @@ their metrics objects (Study: summary's and report's object), and two runs compa
 from __future__ import annotations
 
 import click
+import msgspec
 
 from endstate.core.console import stdio
 from endstate.core.errors import EndstateError, ExitCode, InputError
@@ -13,8 +14,9 @@ from endstate.core.records.keys import fold_attempts, policy_clean_key
 from endstate.evalstats import groups as G
 from endstate.evalstats import metrics as M
 from endstate.evalstats import tally as T
-from endstate.evalstats.compare import common_tasks
+from endstate.evalstats.compare import common_tasks, compared_k
 from endstate.evalstats.compare import compare as compare_runs
+from endstate.evalstats.metrics_object import Cost, Group, Report
 from endstate.evalstats.options import Reading
 
 
@@ -48,15 +50,15 @@ class Study:
     def groups(self, field: str, by_task: dict | None = None) -> dict[str, G.TaskCounts]:
         return G.group_tasks(self.tally, *self._field(field, by_task))
 
-    def by(self, field: str, ks: list[int] | None = None) -> dict[str, dict]:
+    def by(self, field: str, ks: list[int] | None = None) -> dict[str, Group]:
         ks = self.ks if ks is None else ks
         return {name: self.metrics(tasks, ks) for name, tasks in sorted(self.groups(field).items())}
 
-    def metrics(self, tasks: G.TaskCounts, ks: list[int], strict_k: bool = False) -> dict:
+    def metrics(self, tasks: G.TaskCounts, ks: list[int], strict_k: bool = False) -> Group:
         return M.metrics(tasks, ks, self.clusters, self.estimand, strict_k, self.cluster,
                          max(len(tasks.policies), 1))
 
-    def report(self, by_fields, ks: list[int] | None) -> dict:
+    def report(self, by_fields, ks: list[int] | None) -> Report:
         """`overall` (never touched by --by: its default k comes from its own tasks), then a
         by_FIELD map per --by field (a k some task there cannot answer is null there); with two
         or more, each group of the first also holds by_SECOND: the first × second table. With
@@ -64,24 +66,24 @@ class Study:
         has no pass@k, pass^k or k/k (metrics.pooled_policies)."""
         self.ks = ks if ks is not None else G.default_ks(self.common_repeats())
         try:
-            report = {"overall": self.metrics(self.overall, self.ks, strict_k=ks is not None)}
+            report = Report(self.metrics(self.overall, self.ks, strict_k=ks is not None))
         except M.KTooLarge as e:
             raise EndstateError(f"--k {e.k}: task {e.task_id!r} has only {e.n} clean "
                                 f"attempt(s); use k <= {e.n}, or re-run its missing attempts",
                                 ExitCode.USAGE) from None
         for field in by_fields:
-            report[f"by_{field}"] = self.by(field)
+            report.by[field] = self.by(field)
         if len(by_fields) >= 2:
             first, second = by_fields[:2]
             cells = G.cross_tasks(self.tally, [self._field(first), self._field(second)])
             for (a, b), tasks in sorted(cells.items()):
-                group = report[f"by_{first}"][a].setdefault(f"by_{second}", {})
+                group = report.by[first][a].by.setdefault(second, {})
                 group[b] = self.metrics(tasks, self.ks)
         if len(self.tally.policies) > 1 and not {"model", G.POLICY} & set(by_fields):
-            report[f"by_{G.POLICY}"] = self.by(G.POLICY)
+            report.by[G.POLICY] = self.by(G.POLICY)
         return report
 
-    def by_policy(self, ks: list[int] | None) -> dict:
+    def by_policy(self, ks: list[int] | None) -> Report:
         """report() by policy, and by policy × domain when the records have a domain (the
         report page's object, and summary --plot's)."""
         try:
@@ -114,17 +116,17 @@ class Study:
                        err=True)
 
 
-def warn_cost(cost: dict, who: str = "") -> None:
+def warn_cost(cost: Cost, who: str = "") -> None:
     """Say on stderr when attempts of a --price model have no token counts, and when only some
     attempts have a cost (`who`: the run, in compare)."""
     who = f"{who}: " if who else ""
-    if cost["unpriced_attempts"]:
-        click.echo(f"evalstats: {who}{cost['unpriced_attempts']} attempt(s) of a --price model "
+    if cost.unpriced_attempts:
+        click.echo(f"evalstats: {who}{cost.unpriced_attempts} attempt(s) of a --price model "
                    "have no usage.agent token counts: they are left out of the cost "
                    "(cost.unpriced_attempts)", err=True)
-    if 0 < cost["priced_attempts"] < cost["recorded_attempts"]:
-        click.echo(f"evalstats: {who}only {cost['priced_attempts']} of "
-                   f"{cost['recorded_attempts']} attempts have a cost (cost_usd, or --price for "
+    if 0 < cost.priced_attempts < cost.recorded_attempts:
+        click.echo(f"evalstats: {who}only {cost.priced_attempts} of "
+                   f"{cost.recorded_attempts} attempts have a cost (cost_usd, or --price for "
                    "their model); total_usd covers those, the ratios are the priced attempts' "
                    "(docs/evalstats.md)", err=True)
 
@@ -133,9 +135,10 @@ def read_tasks(path: str, skip: SkipLog | None) -> dict[str, dict]:
     return {t["id"]: t for _, t in read_jsonl([path], "task", skip=skip)}
 
 
-def write_output(report: dict, fmt: str, table) -> None:
+def write_output(report: Report | dict, fmt: str, table) -> None:
+    """summary's Report or compare's object, as JSON or as `table` renders it."""
     if fmt == "json":
-        write_jsonl([report])
+        write_jsonl([report.to_builtins() if isinstance(report, Report) else report])
     else:
         stdio.echo(table(report, style=fmt))
 
@@ -166,14 +169,14 @@ def compare_files(base: str, new: str, by_fields: list[str], k: int | None, clus
         for field in by_fields:
             agreed = _agreed(studies, field, tasks) if G.is_task_field(field, tasks) else None
             b, n = (v.groups(field, agreed) for v in studies)
-            report[f"by_{field}"] = {name: compare_runs(b[name], n[name], report["pass_at_k"]["k"],
+            report[f"by_{field}"] = {name: compare_runs(b[name], n[name], compared_k(report),
                                                         reading.estimand, clusters, cluster)
                                      for name in sorted(set(b) & set(n))}
     except M.KTooLarge as e:
         raise EndstateError(f"--k {e.k}: task {e.task_id!r} has only {e.n} clean attempt(s) in one "
                             f"of the runs; use k <= {e.n}", ExitCode.USAGE) from None
     for name, path in (("base", base), ("new", new)):
-        warn_cost(report["cost"][name], f"{name.upper()} ({path})")
+        warn_cost(msgspec.convert(report["cost"][name], Cost), f"{name.upper()} ({path})")
     _say_k(report, studies)
     return report
 
