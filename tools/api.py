@@ -52,7 +52,6 @@ from endstate.core.episode.users import (
 from endstate.core.grading.checks import CHECK_KINDS, TaskError
 from endstate.core.grading.checks import Context as CheckContext
 from endstate.core.grading.judge import Judge
-from endstate.evalstats.statistics import STATISTICS, Statistic
 
 # -- records --------------------------------------------------------------------------------------
 from endstate.core.records.structs import (
@@ -70,6 +69,7 @@ from endstate.core.records.structs import (
     UserMessage,
 )
 from endstate.core.registry import Registry, RegistryError
+from endstate.evalstats.statistics import STATISTICS, Statistic
 
 __all__ = [  # docs/api.md says what each is
     "BACKENDS", "CHECK_KINDS", "DOMAINS", "RESULT_FORMATS", "SIMULATED_USERS", "STATISTICS", "STOP",
