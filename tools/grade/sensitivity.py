@@ -29,13 +29,14 @@ from endstate.core.episode.replays import failed_steps
 from endstate.core.grading.checks import terminal
 from endstate.core.grading.footprint import free_of
 from endstate.core.grading.grader import reward
+from endstate.core.records.structs import CheckResult
 from endstate.grade.alternatives import alternatives, same, shaped_like
 
 MAX_REPLAYS = 3  # changed values replayed per argument: a replay takes ms, a task has ~10 arguments
 SEEN_KEPT = MAX_REPLAYS + 1  # values kept per argument from other gold calls; one may be the gold's
 
 Seen = dict[tuple[str, str, str], list[Any]]  # (domain, tool, argument) -> distinct gold values
-Score = Callable[[list[dict[str, Any]]], tuple[dict[str, Any], list[dict[str, Any]]]]  # steps -> (episode, results)
+Score = Callable[[list[dict[str, Any]]], tuple[dict[str, Any], list[CheckResult]]]  # steps -> (episode, results)
 
 
 def seen_values(tasks: Iterable[dict[str, Any]]) -> Seen:

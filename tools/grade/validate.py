@@ -82,9 +82,9 @@ def _gold_and_empty(grader: Grader, task: dict[str, Any], verdict: dict[str, Any
     gold_episode, results = _score(grader, task, task.get("gold", []))
     problems += _failures(task.get("gold", []), failed_steps(gold_episode))
     verdict["gold_reward"] = reward(results)
-    verdict["unverified_checks"] = [r["id"] for r in results if r["passed"] is None]
+    verdict["unverified_checks"] = [r.id for r in results if r.passed is None]
     if not verdict["gold_reward"]:
-        problems += [f"gold fails check {r['id']}: {r['detail']}" for r in results if r["passed"] is False]
+        problems += [f"gold fails check {r.id}: {r.detail}" for r in results if r.passed is False]
     _, results = _score(grader, task, [])
     verdict["empty_reward"] = reward(results)
     if verdict["empty_reward"]:

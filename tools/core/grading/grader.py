@@ -27,6 +27,7 @@ from endstate.core.grading.checks import CHECK_KINDS, Check, Context, TaskError
 from endstate.core.grading.judge import Judge, JudgeError
 from endstate.core.records.episode import graded_episode
 from endstate.core.records.jsonl import Loc, SkipLog
+from endstate.core.records.structs import CheckResult, ErrorInfo
 
 log = logging.getLogger("endstate")
 
@@ -103,7 +104,7 @@ class Grader:
             raise TaskError(e.args[0]) from None
 
     def check(self, task: dict[str, Any], changes: Changes, messages: list[dict[str, Any]],
-              *, judge_optional: bool = False) -> list[dict[str, Any]]:
+              *, judge_optional: bool = False) -> list[CheckResult]:
         """Results of every check of `task` on the terminal state seed + init + `changes`.
 
         The database checks run first; coroutine kinds (the judge) after them and only while every
@@ -116,7 +117,7 @@ class Grader:
         return results
 
     async def acheck(self, task: dict[str, Any], changes: Changes, messages: list[dict[str, Any]],
-                     *, judge_optional: bool = False) -> tuple[list[dict[str, Any]], Context]:
+                     *, judge_optional: bool = False) -> tuple[list[CheckResult], Context]:
         """`check` inside an event loop, where the judge's calls run beside other episodes';
         also returns the context, whose judge_usage is this episode's."""
         results, ctx = self._database_checks(task, changes, messages)
@@ -124,7 +125,7 @@ class Grader:
         return results, ctx
 
     def _database_checks(self, task: dict[str, Any], changes: Changes, messages: list[dict[str, Any]]
-                         ) -> tuple[list[dict[str, Any] | None], Context]:
+                         ) -> tuple[list[CheckResult | None], Context]:
         """Every check but the coroutine kinds, on the read-only terminal state; those are None."""
         domain = self.domains[task["domain"]]
         sandbox = Sandbox(domain, task.get("init"))
@@ -133,7 +134,7 @@ class Grader:
         # python checks run in a process of their own (checks.check_python): this connection is
         # the shared one, only the declarative checks read it
         checks = guarded(task)
-        results: list[dict[str, Any] | None] = [None] * len(checks)
+        results: list[CheckResult | None] = [None] * len(checks)
         with sandbox, sandbox.read_only(budget) as conn:
             ctx = Context(domain, task, conn, changes, messages,
                           lambda steps: self.replayed(task, steps), self.judge)
@@ -151,29 +152,27 @@ class Grader:
                            if budget.exceeded else e.message if isinstance(e, TaskError)
                            else f"database error: {e}")
                     raise TaskError(f"task {task['id']} check {check_id(check, i)}: {why}") from None
-                results[i] = {"id": check_id(check, i), "kind": check["kind"], "passed": passed,
-                              "detail": detail}
+                results[i] = CheckResult(check_id(check, i), check["kind"], passed, detail)
         ctx.conn = None
         return results, ctx
 
-    async def _asked(self, task: dict[str, Any], results: list[dict[str, Any] | None], ctx: Context,
+    async def _asked(self, task: dict[str, Any], results: list[CheckResult | None], ctx: Context,
                      judge_optional: bool) -> None:
         """Fill in the coroutine kinds' results (the judge's), unless another check failed."""
-        failed = any(r and r["passed"] is False for r in results)
+        failed = any(r and r.passed is False for r in results)
         for i, check in enumerate(guarded(task)):
             if results[i] is not None:
                 continue
             if failed or (judge_optional and self.judge is None):
-                results[i] = {"id": check_id(check, i), "kind": check["kind"], "passed": None, "detail": (
+                results[i] = CheckResult(check_id(check, i), check["kind"], None, (
                     "not asked: another check already failed" if failed
-                    else "not asked: no judge configured")}
+                    else "not asked: no judge configured"))
                 continue
             try:
                 passed, detail = await self._kind(check)(check, ctx)
             except TaskError as e:
                 raise TaskError(f"task {task['id']} check {check_id(check, i)}: {e.message}") from None
-            results[i] = {"id": check_id(check, i), "kind": check["kind"], "passed": passed,
-                          "detail": detail}
+            results[i] = CheckResult(check_id(check, i), check["kind"], passed, detail)
 
     async def _on_own_loop(self, work):
         """`work`'s value, on an event loop of its own (asyncio.run): the judge's connections are
@@ -221,11 +220,11 @@ class Grader:
             results, ctx = compute()
         except JudgeError as e:
             return graded_episode(episode, grader, None, [], status="system_error",
-                                  error={"kind": "judge", "message": str(e)})
+                                  error=ErrorInfo("judge", str(e)))
         except TaskError as e:  # a defect of the task, not the agent's doing: never a 0
             log.warning("%s: recorded as system_error (kind task)", e.message)
             return graded_episode(episode, grader, None, [], status="system_error",
-                                  error={"kind": "task", "message": e.message})
+                                  error=ErrorInfo("task", e.message))
         if ctx is None or not self.judge:
             return graded_episode(episode, grader, reward(results), results)
         return graded_episode(episode, grader, reward(results), results,
@@ -262,8 +261,8 @@ def check_recorded_on(domain: Domain, episode: dict[str, Any], task: dict[str, A
                             f"{domain.seed()[1][:19]}…: re-run it, or use that domain version")
 
 
-def reward(results: list[dict[str, Any]]) -> int:
+def reward(results: list[CheckResult]) -> int:
     """1 when every check passed. A check left unanswered (None) is a pass only when the others
     passed too, which is how it came to be asked in the first place."""
-    return int(all(r["passed"] is not False for r in results))
+    return int(all(r.passed is not False for r in results))
 

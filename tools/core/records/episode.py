@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from endstate.core.records.structs import Attempt, Prompting
+from endstate.core.records.structs import Attempt, CheckResult, Prompting
 
 PROMPTING = tuple(Prompting.__struct_fields__)  # few_shot, tool_prefill, tool_format, interpreter
 
@@ -25,12 +25,13 @@ def call_id(turn: int, i: int) -> str:
 
 
 def graded_episode(episode: dict[str, Any], grader: dict[str, Any], reward: int | None,
-                   checks: list[dict[str, Any]], **overrides: Any) -> dict[str, Any]:
+                   checks: list[CheckResult], **overrides: Any) -> dict[str, Any]:
     """The graded episode (schemas/graded_episode.schema.json): the episode as it was recorded,
     every field kept (episodes read from a file may carry fields of their own, so it stays the
     record it was read as), plus the verdict; `overrides` replace recorded fields (status and
-    error when the judge failed)."""
-    return {**episode, **overrides, "grader": grader, "reward": reward, "checks": checks}
+    an ErrorInfo when the judge failed)."""
+    return {**episode, **msgspec.to_builtins(overrides), "grader": grader, "reward": reward,
+            "checks": msgspec.to_builtins(checks)}
 
 
 def attempt_record(graded: dict[str, Any]) -> dict[str, Any]:
