@@ -32,6 +32,7 @@ import anyio
 from endstate.core.console.progress import Progress, episode_counts, note
 from endstate.core.env.domain import Domains
 from endstate.core.errors import EndstateError
+from endstate.core.records.structs import ErrorInfo
 from endstate.rollout.episode_log import EpisodeLog
 from endstate.rollout.mcp_server import SandboxSession, describe, mcp_server, session_options
 
@@ -174,7 +175,7 @@ class Gateway:
         except Exception as e:  # noqa: BLE001 - a bug ends this session, never the gateway
             log.error("session %s crashed (written as system_error)", transport.mcp_session_id,
                       exc_info=e)
-            entry.episode.error = {"kind": "internal", "message": f"{type(e).__name__}: {e}"}
+            entry.episode.error = ErrorInfo("internal", f"{type(e).__name__}: {e}")
             ended = "closed"
         finally:  # ended is None: the gateway is stopping (cancelled)
             self.sessions.pop(transport.mcp_session_id, None)
