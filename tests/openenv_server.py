@@ -21,9 +21,11 @@ class Server:
     the sessions hold."""
 
     def __init__(self, tasks: list[dict], max_sessions: int = 8, save_file=None,
-                 domain_folders: tuple[str, ...] = ()):
+                 domain_folders: tuple[str, ...] = (), llm_user_url: str | None = None):
         domains = Domains(list(domain_folders))
-        side = UserSide(model="openenv-test", user_kind="scripted", user_urls=(), user_model=None,
+        side = UserSide(model="openenv-test", user_kind="llm" if llm_user_url else "scripted",
+                        user_urls=(llm_user_url,) if llm_user_url else (),
+                        user_model="user-llm" if llm_user_url else None,
                         user_key_env="ENDSTATE_USER_API_KEY", timeout=10, retries=1, prices={},
                         preflight=False)
         self.served = served_tasks(tasks, domains, SessionMaker(side.run_config(), "openenv"),

@@ -124,6 +124,21 @@ def test_bad_actions_are_observations_and_the_session_goes_on():
         assert after.reward == 1.0
 
 
+def test_a_user_whose_endpoint_fails_ends_the_episode_as_a_system_error_not_a_0():
+    """The simulated user is an LLM behind an endpoint that answers 503: the message step ends the
+    episode with reward None and status system_error, as rollout records it."""
+    from openai_double import HTTP_503, always
+
+    task = parity_tasks(Domains())[0]
+    with FakeEndpoint(faults=always(HTTP_503)) as user, \
+            Server([task], llm_user_url=user.base_url) as server, \
+            EndstateEnvClient(base_url=server.url).sync() as env:
+        env.reset(task_id=task["id"])
+        end = env.step(EndstateAction(message="Which order is it?"))
+    assert end.done and end.reward is None and end.observation.status == "system_error"
+    assert end.observation.error["kind"] == "http_5xx" and end.observation.checks == []
+
+
 def live_threads() -> set[int]:
     return {t.ident for t in threading.enumerate()}
 
