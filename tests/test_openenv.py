@@ -122,6 +122,23 @@ def test_bad_actions_are_observations_and_the_session_goes_on():
         after = env.step(EndstateAction(message="Still there?"))
         assert after.done and "The episode is over (user_stop)" in after.observation.content
         assert after.reward == 1.0
+        asyncio.run(not_an_action(server.url, task["id"]))
+
+
+async def not_an_action(url: str, task_id: str) -> None:
+    """What is not an action at all is OpenEnv's server's to refuse (VALIDATION_ERROR, sent here
+    off the socket: the typed client would not build it); the session goes on."""
+    from websockets.asyncio.client import connect
+
+    answers = []
+    async with connect(url.replace("http", "ws") + "/ws") as ws:
+        for data in ({"task_id": task_id}, {"tool": 123},
+                     {"tool": "get_order", "arguments": {"order_id": "W1"}}):
+            kind = "reset" if "task_id" in data else "step"
+            await ws.send(orjson.dumps({"type": kind, "data": data}).decode())
+            answers.append(orjson.loads(await ws.recv()))
+    assert answers[1]["type"] == "error" and answers[1]["data"]["code"] == "VALIDATION_ERROR"
+    assert answers[2]["data"]["observation"]["kind"] == "tool_result"
 
 
 def test_a_user_whose_endpoint_fails_ends_the_episode_as_a_system_error_not_a_0():
