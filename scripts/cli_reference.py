@@ -27,8 +27,7 @@ def commands() -> list[tuple[str, click.Command, click.Context]]:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     out = []
     for name, target in scripts.items():
-        module, _, attr = target.partition(":")
-        cli = getattr(importlib.import_module(module), "cli")
+        cli = importlib.import_module(target.partition(":")[0]).cli  # main wraps the click `cli`
         ctx = click.Context(cli, info_name=name, terminal_width=WIDTH, max_content_width=WIDTH)
         out.append((name, cli, ctx))
         if isinstance(cli, click.Group):

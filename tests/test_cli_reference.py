@@ -7,7 +7,7 @@ import sys
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
-import cli_reference  # noqa: E402
+import cli_reference
 
 
 def test_the_cli_reference_is_current():
