@@ -107,7 +107,7 @@ def test_zero3_loads_partitioned_but_every_rank_reads_a_whole_copy_below_it():
                       rollout="vllm")
     loads = {s.stage: next(size for label, size in make_plan(shape, s).host if label.startswith("model load"))
              for s in (reference, replace(reference, stage=2, offload_param=False))}
-    assert loads[2] == shape.params * 2 * 8  # the 8 × 54 GB per node
+    assert loads[2] == shape.params * 2 * 8  # 8 ranks × 54 GB per node
     assert loads[3] < loads[2] / 100
 
 
