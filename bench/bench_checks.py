@@ -23,7 +23,7 @@ from bench_sandbox import median_ms  # bench/ is the script's folder, first on s
 
 from endstate.core.env.domain import Domain, Domains
 from endstate.core.env.sandbox import Sandbox
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.core.grading import checks, isolation
 from endstate.core.grading.grader import Grader, TaskIndex
 

@@ -25,10 +25,10 @@ import time
 
 import torch
 
-from endstate.core.agent.backends import few_shot_of
 from endstate.core.agent.interpret import render_system
 from endstate.core.agent.local_model import LocalGenerator, load, resolve_model
 from endstate.core.agent.sampling import Sampling
+from endstate.core.agent.session import few_shot_of
 from endstate.core.agent.trace import ChatTemplate
 from endstate.core.env.domain import Domains
 from endstate.core.env.sandbox import Sandbox

@@ -1,5 +1,6 @@
 """Shared fixtures. Tests use the real retail domain (a ~5 MB SQLite seed) and real subprocesses."""
 
+import functools
 import json
 import os
 import shutil
@@ -15,6 +16,10 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Seeds are cached by content digest; keep the test run's cache out of the user's home.
 os.environ.setdefault("ENDSTATE_CACHE", os.path.join(tempfile.gettempdir(), "endstate-test-cache"))
+# The tests' endpoints are loopback doubles: a proxy the environment names must not carry
+# them (tests/test_proxy.py sets its own proxy variables).
+for _name in ("no_proxy", "NO_PROXY"):
+    os.environ[_name] = ",".join(filter(None, [os.environ.get(_name), "127.0.0.1", "localhost"]))
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -46,6 +51,17 @@ def build_wheel(tmp_path: Path) -> tuple[Path, str]:
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                             "-w", tmp_path / "dist", src], check=True, capture_output=True, text=True)
     return next((tmp_path / "dist").glob("endstate-*.whl")), built.stdout + built.stderr
+
+
+@functools.cache
+def without_judge(path: Path) -> str:
+    """A file of `path`'s tasks but those with a judge check: a pool for tests of grpo's flags and
+    plans, which configure no judge (the built-in training suites hold judged tasks, which grpo
+    refuses to train on without one). One file per process."""
+    kept = [line for line in path.read_text().splitlines() if '"kind": "judge"' not in line]
+    target = Path(tempfile.mkdtemp(prefix="endstate-pool-")) / path.name
+    target.write_text("\n".join(kept) + "\n")
+    return str(target)
 
 
 @pytest.fixture(scope="session")
@@ -86,7 +102,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def grade_steps(grader, task: dict, steps: list[dict]) -> dict:
     """The graded episode of `steps` (gold-shaped: tool calls and says) made on the task's domain."""
-    from endstate.core.episode.replay import replay
+    from endstate.core.episode.replays import replay
 
     return grader.grade(replay(grader.domains[task["domain"]], task, steps), task)
 

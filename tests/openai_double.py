@@ -14,6 +14,12 @@ MAX_HANG_S, idle keep-alive connections are dropped after IDLE_S, and it stops w
         len(ep.requests)  # every request, faulted or not, in arrival order
     with FakeEndpoint(completions=..., tokenizer="path/to/tokenizer", served=["qwen"]) as ep:
         ep.checks  # the /v1/models and /tokenize calls, kept apart (faults do not apply to them)
+    with FakeEndpoint(policy=..., key="sk-a") as ep:  # 401 for any other bearer token
+        ep.authorizations  # the Authorization header of every request, checks included
+
+A tool's preflight request (core.wire.preflight: one token, its own probe prompt) is a start-up
+check too, answered and kept apart, unless `preflight_faults=True` makes it a request like any
+other (numbered, faulted, in `requests`), for the tests of the preflight itself.
 
 An asyncio server on its own thread (or process): hundreds of concurrent requests cost one
 coroutine each, not a thread each, so the double is never the bottleneck of a benchmark.
@@ -32,6 +38,7 @@ from pathlib import Path
 from typing import Any, Union
 
 import orjson
+from server_thread import ServerThread
 
 MAX_HANG_S = 10.0  # an injected timeout never holds a connection longer than this
 IDLE_S = 30.0  # a keep-alive connection with no request for this long is closed
@@ -128,7 +135,7 @@ def _completion_payload(body: dict, reply: list[int] | tuple[list[int], str]) ->
                       "total_tokens": len(prompt_ids) + len(ids)}}
 
 
-class FakeEndpoint:
+class FakeEndpoint(ServerThread):
     """`answers` (the old, simplest form) are consumed in order: a string is the assistant's reply,
     an int an HTTP status; when they run out the answer is 500. Or give `policy(body) -> ChatReply`
     and/or `completions(body) -> CompletionReply`. `faults(n)` is asked first for each request."""
@@ -138,9 +145,12 @@ class FakeEndpoint:
                  completions: Callable[[dict], CompletionReply] | None = None,
                  latency: float = 0.0, faults: Faults | None = None, port: int = 0,
                  tokenizer: Any = None, served: Iterable[str] | None = None,
-                 max_model_len: int = 8192):
+                 max_model_len: int = 8192, key: str | None = None, preflight_faults: bool = False,
+                 echo_headers: bool = False, tls: Any = None):
         """`tokenizer`: a transformers tokenizer or its folder, for /tokenize; `served`: the model
-        names /v1/models lists, each with `max_model_len`."""
+        names /v1/models lists, each with `max_model_len`; `key`: the only bearer token taken;
+        `echo_headers`: an error answer quotes the request's headers back (some servers do);
+        `tls`: an ssl.SSLContext to serve https://localhost with (a hosted endpoint's scheme)."""
         if isinstance(tokenizer, (str, Path)):
             from transformers import AutoTokenizer
 
@@ -148,6 +158,9 @@ class FakeEndpoint:
         self.tokenizer, self.max_model_len = tokenizer, max_model_len
         self.served = None if served is None else list(served)
         self.checks: list[tuple[str, str, dict]] = []  # (method, path, body) of start-up calls
+        self.key, self.preflight_faults, self.echo_headers = key, preflight_faults, echo_headers
+        self.tls = tls
+        self.authorizations: list[str | None] = []  # every request's Authorization header
         self.answers = list(answers or [])
         self.policy, self.completions = policy, completions
         self.latency, self.faults = latency, faults or (lambda i: None)
@@ -165,17 +178,21 @@ class FakeEndpoint:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"https://localhost:{self.port}/v1" if self.tls else f"http://127.0.0.1:{self.port}/v1"
 
     # -- deciding the answer ------------------------------------------------------------------
 
     def _startup_answer(self, method: str, path: str, data: bytes) -> Fault | dict | None:
-        """vLLM's answers to /v1/models and /tokenize (404 when not configured); None for any
-        other path. Kept out of `requests`, and never faulted, so request numbers stay those of
-        the model calls."""
+        """vLLM's answers to /v1/models and /tokenize (404 when not configured), and a preflight
+        request's; None for any other request. Kept out of `requests`, and never faulted, so
+        request numbers stay those of the model calls."""
+        body = orjson.loads(data) if data else {}
+        if self._preflight(method, body) and not self.preflight_faults:
+            self.checks.append((method, path, body))
+            return (_chat_payload(body, "ready") if path.endswith("/chat/completions")
+                    else _completion_payload(body, [0]))
         if (method, path) not in (("GET", "/v1/models"), ("POST", "/tokenize")):
             return None
-        body = orjson.loads(data) if data else {}
         self.checks.append((method, path, body))
         if path == "/v1/models":
             if self.served is None:
@@ -189,6 +206,16 @@ class FakeEndpoint:
         if body.get("return_token_strs"):
             answer["token_strs"] = self.tokenizer.convert_ids_to_tokens(ids)
         return answer
+
+    @staticmethod
+    def _preflight(method: str, body: Any) -> bool:
+        try:
+            from endstate.core.episode.backends import PROBE_IDS
+            from endstate.core.wire.preflight import PROBE_MESSAGES
+        except ImportError:  # an endstate without a preflight sends no probe
+            return False
+        return method == "POST" and isinstance(body, dict) and body.get("max_tokens") == 1 and (
+            body.get("messages") == PROBE_MESSAGES or body.get("prompt") == PROBE_IDS)
 
     def _answer(self, path: str, data: bytes) -> Fault | dict:
         n = len(self._bodies)
@@ -227,7 +254,11 @@ class FakeEndpoint:
                            (h.partition(":") for h in header_lines if h)}
                 data = await reader.readexactly(int(headers.get("content-length", 0)))
                 method, path = request_line.split(" ")[:2]
-                answer = self._startup_answer(method, path, data)
+                self.authorizations.append(headers.get("authorization"))
+                if self.key is not None and headers.get("authorization") != f"Bearer {self.key}":
+                    answer = Fault("http", 401)
+                else:
+                    answer = self._startup_answer(method, path, data)
                 if answer is None:
                     answer = self._answer(path, data)
                 if self.latency:
@@ -242,8 +273,8 @@ class FakeEndpoint:
                     writer.close()
                     return
                 if isinstance(answer, Fault):
-                    status, payload = answer.status, {"error": {"message": "injected fault",
-                                                                "type": "server_error"}}
+                    said = f"injected fault; request headers: {headers}" if self.echo_headers else "injected fault"
+                    status, payload = answer.status, {"error": {"message": said, "type": "server_error"}}
                 else:
                     status, payload = 200, answer
                 out = orjson.dumps(payload)
@@ -259,35 +290,9 @@ class FakeEndpoint:
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def _start(self) -> None:
-        self._server = await asyncio.start_server(self._connection, "127.0.0.1", self.port, backlog=2048)
+        self._server = await asyncio.start_server(self._connection, "127.0.0.1", self.port, backlog=2048,
+                                                  ssl=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
-
-    def __enter__(self) -> FakeEndpoint:
-        self._loop = asyncio.new_event_loop()
-        started = threading.Event()
-
-        def serve() -> None:
-            asyncio.set_event_loop(self._loop)
-            self._loop.run_until_complete(self._start())
-            started.set()
-            self._loop.run_forever()
-
-        self._thread = threading.Thread(target=serve, name="openai-double", daemon=True)
-        self._thread.start()
-        started.wait(10)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        async def stop() -> None:
-            self._server.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(5)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
 
 
 def main(argv: list[str]) -> None:

@@ -43,6 +43,14 @@ def test_the_example_tasks_are_sound():
     assert "validate: 3 task(s) in " in p.stderr and "sound ×3, unsound ×0" in p.stderr
 
 
+def test_the_guide_shows_what_validate_prints_on_the_example():
+    p = run_tool("grade", "validate", "--domains", str(DOMAINS), str(TASKS))
+    printed = p.stdout + re.sub(r" in [0-9.]+s:", " in 0.4s:", p.stderr)
+    shown = re.search(r'^```\n(\{"task_id":"library-checkout".*?)^```$', GUIDE.read_text(),
+                      re.MULTILINE | re.DOTALL)
+    assert shown and shown[1] == printed
+
+
 def test_dropping_the_trap_check_on_what_to_do_instead_fails_validate_naming_the_task(tmp_path):
     tasks = example_tasks()
     line = [t["id"] for t in tasks].index(TRAP) + 1
@@ -59,7 +67,7 @@ def test_dropping_the_trap_check_on_what_to_do_instead_fails_validate_naming_the
 
 def test_the_trap_catches_the_forbidden_write():
     from endstate.core.env.domain import Domains
-    from endstate.core.episode.replay import replay
+    from endstate.core.episode.replays import replay
     from endstate.core.grading.grader import Grader
 
     domains = Domains([str(DOMAINS)])
@@ -69,7 +77,8 @@ def test_the_trap_catches_the_forbidden_write():
     forbidden = task["gold"] + [{"tool": "checkout_book", "args": {"member_id": "M9003", "book_id": "B9004"}}]
     graded = grader.grade(replay(domains["library"], task, forbidden), task)
     assert graded["reward"] == 0
-    assert [(c["id"], c["passed"]) for c in graded["checks"]] == [("no-loan", False), ("told-fines", True)]
+    assert [(c["id"], c["passed"]) for c in graded["checks"]] == [("no-loan", False), ("told-fines", True),
+                                                                  ("footprint", False)]
     assert graded["checks"][0]["detail"].startswith("loans where member_id='M9003': expected no row, found 1")
 
 

@@ -74,3 +74,44 @@ def test_update_never_narrows_a_recorded_tolerance(tmp_path):
     assert compare(runs[0], "--baseline", baseline, "--update", "--noise", runs[1]).returncode == 0
     written = json.loads(baseline.read_text())["a"]
     assert written["value"] == 0.67 and written["tolerance"] == 1.1
+
+
+def test_a_baseline_that_is_missing_empty_or_holds_nothing_is_not_a_pass(tmp_path):
+    run = tmp_path / "run.json"
+    record(run, a=(1.0, "lower"))
+    for name, text in (("missing.json", None), ("empty.json", ""), ("nothing.json", "{}")):
+        baseline = tmp_path / name
+        if text is not None:
+            baseline.write_text(text)
+        result = compare(run, "--baseline", baseline)
+        assert result.returncode == 2, (name, result.stderr)
+        assert "--update" in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_figures_that_are_not_finite_or_not_json_are_their_own_exit_code(tmp_path):
+    """4, not 1 (a regression) and not 0: NaN compares false against every tolerance, so a NaN
+    baseline value, tolerance or result used to pass."""
+    good = {"value": 1.0, "unit": "x", "better": "lower", "tolerance": 0.2}
+    run = tmp_path / "run.json"
+    record(run, a=(1.0, "lower"))
+    cases = {"nan value": ({"a": {**good, "value": float("nan")}}, run),
+             "nan tolerance": ({"a": {**good, "tolerance": float("nan")}}, run),
+             "infinite value": ({"a": {**good, "value": float("inf")}}, run)}
+    for what, (baseline_figures, results) in cases.items():
+        baseline = tmp_path / "baseline.json"
+        baseline.write_text(json.dumps(baseline_figures))  # json writes NaN and Infinity as such
+        result = compare(results, "--baseline", baseline)
+        assert result.returncode == 4, (what, result.stdout, result.stderr)
+        assert "is not a finite number" in result.stderr or "not a number" in result.stderr, result.stderr
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(json.dumps({"a": good}))
+    nan_run = tmp_path / "nan_run.json"
+    nan_run.write_text(json.dumps({"a": {**good, "value": float("nan")}}))
+    result = compare(nan_run, "--baseline", baseline)
+    assert result.returncode == 4 and f"{nan_run}: the results is not JSON" in result.stderr, result.stderr
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text('{"a": {"value": 1.0,')
+    for args in ((corrupt, "--baseline", baseline), (run, "--baseline", corrupt)):
+        result = compare(*args)
+        assert result.returncode == 4 and "is not JSON" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr

@@ -137,40 +137,6 @@ def test_no_success_at_all_is_bounded_by_the_tasks_not_the_attempts():
     assert after >= AUDIT and before < 0.85
 
 
-def clustered_at_k(mu: float, k: int, seed: int, borrowed: bool, groups: int = 8, per: int = 25):
-    """Coverage of pass@k and pass^k (k > 1) with --cluster over 8 domains of 25 tasks (logit =
-    mu + domain + task effects, N(0, 0.8²) each); the truth by quadrature."""
-    z = np.linspace(-12, 12, 200_001)
-    weights = stats.norm.pdf(z, loc=mu, scale=0.8 * np.sqrt(2))
-    p = 1 / (1 + np.exp(-z))
-    truth = [float(np.sum(weights * (1 - (1 - p) ** k)) / np.sum(weights)),
-             float(np.sum(weights * p ** k) / np.sum(weights))]
-    rng = np.random.default_rng(seed)
-    labels = [i // per for i in range(groups * per)]
-    hits = np.zeros(2)
-    for _ in range(REPS):
-        logit = mu + rng.normal(0, 0.8, groups)[:, None] + rng.normal(0, 0.8, (groups, per))
-        cs = rng.binomial(N, 1 / (1 + np.exp(-logit))).ravel().tolist()
-        ns = [N] * len(cs)
-        deff = S.design_effect([c / N for c in cs], ns, labels) if borrowed else None
-        out = M._at_k(ns, cs, [k], labels, None, deff)
-        for j, key in enumerate(("pass_at_k_ci95", "pass_hat_k_ci95")):
-            lo, hi = out[key][str(k)]
-            hits[j] += lo <= truth[j] <= hi
-    return hits / REPS
-
-
-@pytest.mark.parametrize("mu, k, seed", [(0, 10, 21), (1, 5, 22), (-1, 5, 23)])
-def test_clustered_pass_at_k_borrows_pass_at_1s_design_effect(mu, k, seed):
-    """CR1 of skewed per-task values from 8 clusters: its own variance, small whenever no
-    cluster from the tail was drawn, covered 87–93%; floored at the tasks-independent variance
-    times pass@1's design effect, 96–99% (wider by 1.1–2.5×)."""
-    before = clustered_at_k(mu, k, seed, borrowed=False)
-    after = clustered_at_k(mu, k, seed, borrowed=True)
-    say(f"--cluster, 8 clusters, mu {mu}: pass@{k} / pass^{k}", min(before), min(after))
-    assert min(after) >= AUDIT and min(before) < AUDIT
-
-
 def test_compare_cluster_when_the_effect_varies_by_domain():
     """8 domains × 25 tasks; NEW moves each domain's logits by a N(0, 0.3²) effect, so the
     population Δ is 0 (both runs symmetric about 1/2). Paired over tasks, P(new better) > 0.95

@@ -9,9 +9,9 @@ import asyncio
 import orjson
 import pytest
 
-from endstate.core.agent.backends import FewShot
 from endstate.core.agent.chat import ChatSession, endpoint_view, shot_views
 from endstate.core.agent.sampling import Sampling
+from endstate.core.agent.session import FewShot
 from endstate.core.records.structs import (
     SystemMessage,
     ToolMessage,
@@ -24,11 +24,11 @@ TOOLS = [{"type": "function", "function": {"name": "get_order", "description": "
                                                "order_id": {"type": "string"}}}}}]
 
 
-def whole_request(session: ChatSession) -> dict:
+def whole_request(session: ChatSession, transcript: list) -> dict:
     """The reference: the request rebuilt from the whole transcript, as the backend sent it before
     it encoded a message at a time (top-level nulls left out)."""
     return without_nulls({"model": session.model, "messages": [
-        endpoint_view(session.transcript[0]), *session.shots, *map(endpoint_view, session.transcript[1:])],
+        endpoint_view(transcript[0]), *session.shots, *map(endpoint_view, transcript[1:])],
         "tools": session.tool_specs or None, **session.sampling.request_fields(), "seed": session.seed})
 
 
@@ -53,17 +53,22 @@ def test_each_request_is_the_json_of_the_whole_conversation(sampling, seed, tool
     call = {"id": "x", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": "W\\u00e9\\"1"}'}}
     endpoint = Recorder([{"content": None, "tool_calls": [call]}, {"content": "Done – \u2603 \"ok\"\n"}, {"content": ""}])
     session = ChatSession(endpoint, "m", sampling, seed, tools, "Be kind.\n\u00e9", shot_views(shots))
-    transcript = [SystemMessage(session.system), UserMessage("Hi \U0001f600, order W\u00e91?")]
-    session.begin(transcript)
+    transcript = []
+
+    def append(*messages):  # as the episode loop does: the session is told of each message
+        transcript.extend(messages)
+        session.observe(list(messages))
+
+    append(SystemMessage(session.system), UserMessage("Hi \U0001f600, order W\u00e91?"))
     for n in range(3):
         turn = asyncio.run(session.act())
-        assert endpoint.bodies[-1] == orjson.dumps(whole_request(session))
+        assert endpoint.bodies[-1] == orjson.dumps(whole_request(session, transcript))
         said = turn.message(n)
-        transcript.append(said)
+        append(said)
         if said.tool_calls:
-            transcript.append(ToolMessage(said.tool_calls[0].id, "get_order", '{"status": "sent"}'))
+            append(ToolMessage(said.tool_calls[0].id, "get_order", '{"status": "sent"}'))
         else:
-            transcript.append(UserMessage("and the other \\ one?"))
+            append(UserMessage("and the other \\ one?"))
     body = orjson.loads(endpoint.bodies[-1])
     assert [m["role"] for m in body["messages"]] == (
         ["system"] + ["user", "assistant", "tool", "assistant"] * len(shots)
@@ -83,9 +88,10 @@ def test_sessions_of_a_backend_share_its_encoded_opening_and_tail_per_tool_set()
     backend = ChatBackend(endpoint, "m", Sampling(top_k=3), seed=7)
     for allowed in (specs, specs[:2], specs):
         session = backend.open(domain, allowed)
-        session.begin([SystemMessage(session.system), UserMessage("Hi")])
+        start = [SystemMessage(session.system), UserMessage("Hi")]
+        session.observe(start)
         asyncio.run(session.act())
-        assert endpoint.bodies[-1] == orjson.dumps(whole_request(session))
+        assert endpoint.bodies[-1] == orjson.dumps(whole_request(session, start))
         assert [t["function"]["name"] for t in orjson.loads(endpoint.bodies[-1])["tools"]] == \
             [s["function"]["name"] for s in allowed]
     assert len(backend._tails) == 2 and len(backend._openings) == 1

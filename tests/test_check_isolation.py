@@ -19,7 +19,7 @@ from endstate.core.env import sandbox as sandbox_module
 from endstate.core.env.domain import Domains
 from endstate.core.env.sandbox import Sandbox
 from endstate.core.env.seats import SandboxLost
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.core.grading import isolation
 from endstate.core.grading.grader import Grader
 

@@ -1,5 +1,5 @@
 """docs/cli.md's reference section is generated from the click commands (scripts/cli_reference.py):
-a flag added, renamed or re-documented without `make cli-docs` fails here."""
+a flag added, renamed or re-documented without `make docs` fails here."""
 
 import subprocess
 import sys
@@ -13,7 +13,7 @@ import cli_reference
 def test_the_cli_reference_is_current():
     page = cli_reference.PAGE.read_text()
     assert page == cli_reference.page_with(cli_reference.reference(), page), (
-        "docs/cli.md's reference is stale: run `make cli-docs` and commit docs/cli.md")
+        "docs/cli.md's reference is stale: run `make docs` and commit docs/cli.md")
 
 
 def test_every_command_is_in_the_reference():

@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT, failed_checks, grade_steps, read_jsonl
 
 from endstate.core.env.sandbox import Sandbox
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.core.grading.grader import Grader
 
 BENCH = ROOT / "tasks" / "bench" / "bank.jsonl"

@@ -119,7 +119,7 @@ def test_paying_over_5000_without_an_adjuster_scores_zero(grader, suite):
         (("collision", 6445.2), ("rental", 560.0), ("roadside", 120.0))]
     graded = grade_steps(grader, task, steps)
     assert graded["reward"] == 0
-    assert set(failed_checks(graded)) == {"review-filed", "nothing-paid", "no-side-effects"}
+    assert set(failed_checks(graded)) == {"review-filed", "nothing-paid", "no-side-effects", "footprint"}
 
 
 def test_paying_a_tow_on_a_loss_that_is_not_covered_scores_zero(grader, suite):

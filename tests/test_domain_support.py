@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 
 from endstate.core.env.sandbox import Sandbox
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.core.grading.grader import Grader
 from endstate.grade.validate import validate_task
 

@@ -199,13 +199,11 @@ def test_a_groups_tasks_of_equal_counts_share_a_row(clusters, estimand):
         assert got[key] == approx(value, dtype=float, terms=len(ns) + 2)
         assert got[f"{key}_se"] == stated(se, rel=1e-12)
         assert got[f"{key}_ci95"] == stated(ci, rel=1e-7, abs=1e-12)
-    one_each = M._at_k(ns, cs, [3], clusters, None, S.design_effect(
-        [c / n for n, c in zip(ns, cs)], ns, clusters))
+    one_each = M._at_k(ns, cs, [3], clusters, None, M.cluster_share(ns, cs, clusters))
     for key in ("pass_at_k", "pass_hat_k"):
         assert got[key]["3"] == stated(one_each[key]["3"], rel=1e-15)
         assert got[f"{key}_ci95"]["3"] == stated(one_each[f"{key}_ci95"]["3"], rel=1e-12)
-    every = M.observed_all(ns, cs, clusters, S.design_effect([c / n for n, c in zip(ns, cs)], ns,
-                                                             clusters))
+    every = M.observed_all(ns, cs, clusters, M.cluster_share(ns, cs, clusters))
     assert got["observed_all"] == {**every, "ci95": stated(every["ci95"], rel=1e-12)}
 
 
@@ -247,6 +245,76 @@ def test_finite_samples_never_give_zero_width():
     # the floor: V0/(df + 1) with V0 the binomial variance at the smoothed rate of both runs
     floor = sum(p * (1 - p) / 4 for p in (0.5 / 5, 2.5 / 5))
     assert spread.variance == approx(floor / 2, dtype=float, terms=8) and spread.df == 1  # p(1 − p)/4 twice, /2
+
+
+def clustered_reference(ns, cs, clusters, values, slope_of, trials):
+    """docs/evalstats.md's clustered interval of the task mean of `values`, recomputed: pass@1's
+    CR1 and independent variances with numpy, the slopes as exact fractions of unbiased
+    moments, the interval's ends as the real roots of its quartic (numpy.roots)."""
+    from scipy import stats
+    s, x = np.asarray(cs, float) / np.asarray(ns, float), np.asarray(values, float)
+    T, labels = len(ns), np.asarray(clusters)
+    groups = np.unique(labels)
+    G = len(groups)
+
+    def cr1(v):
+        return G / (G - 1) * sum((v[labels == g] - v.mean()).sum() ** 2 for g in groups) / T ** 2
+
+    clustered, alone = cr1(s), float(np.var(s, ddof=1)) / T
+    ratio = float(slope_of(ns, cs) / slope_of(ns, cs, k=1)) ** 2
+    A, B = float(np.var(x, ddof=1)) / T, ratio * max(clustered - alone, 0.0)
+    e = x - x.mean()
+    kurtosis = T * float(np.sum(e ** 4)) / float(np.sum(e ** 2)) ** 2
+    df_tasks = min(2 * T / (kurtosis - 1), T - 1)
+    df = min(max((A + B) ** 2 / (A ** 2 / df_tasks + (ratio * clustered) ** 2 / (G - 1)), 1), T - 1)
+    m = np.asarray(trials, float)
+    p_floor = (float(np.sum(x * m)) + 0.5) / (float(np.sum(m)) + 1)
+    V = max(A + B, p_floor * (1 - p_floor) * float(np.mean(1 / m)) / T / (df + 1))
+    A, t2, p, q = V - B, stats.t.ppf(0.975, df) ** 2, float(x.mean()), x.mean() * (1 - x.mean())
+    # (p − θ)² − t²(A·θ(1 − θ)/q + B·θ²(1 − θ)²/q²) = 0, a quartic in θ
+    quartic = np.polynomial.Polynomial([p * p, -2 * p, 1]) - t2 * (
+        A / q * np.polynomial.Polynomial([0, 1, -1]) + B / q ** 2 * np.polynomial.Polynomial([0, 0, 1, -2, 1]))
+    roots = sorted(r.real for r in np.roots(quartic.coef[::-1]) if abs(r.imag) < 1e-9)
+    below, above = [r for r in roots if r < p], [r for r in roots if r > p]
+    return [max(below[-1], 0.0) if below else 0.0, min(above[0], 1.0) if above else 1.0]
+
+
+def moment_slope(kind, k_of):
+    """k·(E[y^k] − E[y^(k+1)]) with y = p ("hat") or 1 − p ("at"), E[·] the mean of the exact
+    unbiased per-task estimates C(c, j)/C(n, j) (or C(n − c, j)/C(n, j))."""
+    def slope(ns, cs, k=None):
+        k = k or k_of(ns)
+        def moment(j):
+            return sum(Fraction(math.comb(c if kind == "hat" else n - c, j), math.comb(n, j))
+                       for n, c in zip(ns, cs)) / len(ns)
+        return k * (moment(k) - moment(k + 1))
+    return slope
+
+
+def test_the_clustered_interval_matches_an_independent_computation():
+    ns = [12] * 12
+    cs = [12, 9, 11, 3, 5, 2, 12, 12, 10, 0, 1, 4]
+    clusters = ["a", "a", "a", "b", "b", "b", "c", "c", "c", "d", "d", "d"]
+    tasks = {f"t{i}": Tl.Counts(n, c, 0, 0.0, 0, 0, 0, 0) for i, (n, c) in enumerate(zip(ns, cs))}
+    got = M.metrics(tasks, [1, 5], {f"t{i}": g for i, g in enumerate(clusters)})
+    pass_hat = [math.comb(c, 5) / math.comb(12, 5) for c in cs]
+    pass_at = [1 - math.comb(12 - c, 5) / math.comb(12, 5) for c in cs]
+    hits = [1.0 if c == 12 else 0.0 for c in cs]
+    five = [12 / 5] * 12
+    # numpy.roots: the companion matrix's eigenvalues, backward stable; the quartic's simple roots
+    # move by ~1e-13 here (conditioning), the bisection stops at 2^-60: 1e-9 holds both (rule 7)
+    assert got["pass_hat_k_ci95"]["5"] == stated(clustered_reference(
+        ns, cs, clusters, pass_hat, moment_slope("hat", lambda n: 5), five), abs=1e-9)
+    assert got["pass_at_k_ci95"]["5"] == stated(clustered_reference(
+        ns, cs, clusters, pass_at, moment_slope("at", lambda n: 5), five), abs=1e-9)
+    # k/k at n = 12 = the largest k the attempts allow: E[p^13] is extrapolated, m12²/m11
+    def kk_slope(ns_, cs_, k=None):
+        if k == 1:
+            return moment_slope("hat", None)(ns_, cs_, 1)
+        m = [sum(Fraction(math.comb(c, j), math.comb(12, j)) for c in cs_) / 12 for j in (11, 12)]
+        return 12 * (m[1] - m[1] ** 2 / m[0])
+    assert got["observed_all"]["ci95"] == stated(clustered_reference(
+        ns, cs, clusters, hits, kk_slope, [1.0] * 12), abs=1e-9)
 
 
 def test_p_new_better_is_the_t_cdf():
@@ -321,7 +389,7 @@ def test_hand_computed_metrics(hand):
     assert g["cost"] == {"total_usd": approx(1.25, dtype=float, terms=13),
                          "per_success_usd": approx(0.15625, dtype=float, terms=14),
                          "per_reliable_task_usd": approx(1.25, dtype=float, terms=14), "priced_attempts": 13,
-                         "unpriced_attempts": 0}
+                         "unpriced_attempts": 0, "recorded_attempts": 13}
 
 
 def test_hand_computed_k_by_and_cluster(hand):
@@ -342,7 +410,7 @@ def test_hand_computed_k_by_and_cluster(hand):
     assert retail["cost"] == {"total_usd": approx(0.45, dtype=float, terms=5),  # 5 costs, then 1 quotient
                               "per_success_usd": approx(0.15, dtype=float, terms=6),
                               "per_reliable_task_usd": None, "priced_attempts": 5,
-                              "unpriced_attempts": 0}
+                              "unpriced_attempts": 0, "recorded_attempts": 5}
     assert travel["pass_at_1"] == 0.625 and travel["observed_all"]["count"] == 1  # 5/8: exact
     assert travel["cost"]["per_reliable_task_usd"] == approx(0.8, dtype=float, terms=9)
     assert list(report) == ["overall", "by_domain"]
@@ -370,7 +438,7 @@ def test_no_costs_is_null(tmp_path):
     report = orjson.loads(run([write(tmp_path / "p.jsonl", rows("A", [1, 0], "r", cost=None))]).stdout)
     assert report["overall"]["cost"] == {"total_usd": None, "per_success_usd": None,
                                          "per_reliable_task_usd": None, "priced_attempts": 0,
-                                         "unpriced_attempts": 0}
+                                         "unpriced_attempts": 0, "recorded_attempts": 2}
 
 
 def test_default_ks_and_k_too_large(tmp_path, hand):
@@ -519,6 +587,7 @@ def test_compare_by_hand(tmp_path):
     assert r["pass_hat_k"]["k"] == 4 and r["pass_hat_k"]["delta"] == approx(1 / 3, dtype=float, terms=2 * 4 + 5,
                                                                             magnitude=2)
     ci_all = r["observed_all"].pop("delta_fraction_ci95")
+    assert r["observed_all"].pop("estimated") == []  # both runs: 4 attempts per task
     assert r["observed_all"] == approx({"k": 4, "base": 1, "new": 2, "delta": 1,  # counts over T = 3
                                         "base_fraction": 1 / 3, "new_fraction": 2 / 3,
                                         "delta_fraction": 1 / 3}, dtype=float, terms=2, magnitude=1)
@@ -551,9 +620,16 @@ def test_compare_k_format_plot_and_errors(tmp_path):
     table, costs = (t.splitlines() for t in tables.split("\n\n"))
     # every attempt costs $0.10: $1.20 for 6 successes (base) and for 9 (new) on the common
     # tasks, 1 (C) and 2 (A, C) of them solved 4/4
-    assert costs[0].split() == ["group", "$/success", "base", "new", "change", "$/reliable", "base",
-                                "new", "change"]
-    assert costs[1].split() == ["overall", "0.2", "0.1333", "-33.3%", "1.2", "0.6", "-50.0%"]
+    assert costs[0].split() == ["group", "$/success", "base", "new", "change", "[95%]", "$/reliable",
+                                "base", "new", "change", "[95%]"]
+    c = orjson.loads(run(["compare", base, new]).stdout)["cost"]
+
+    def shown(ci):
+        return [f"[{ci[0]:+.1f},", "+inf]" if ci[1] is None else f"{ci[1]:+.1f}]"]
+
+    assert costs[1].split() == ["overall", "0.2", "0.1333", "-33.3%",
+                                *shown(c["per_success_change_ci95"]), "1.2", "0.6", "-50.0%",
+                                *shown(c["per_reliable_task_change_ci95"])]
     assert table[0].split()[:3] == ["group", "tasks", "pass@1(pooled)"]
     assert "pass@4" in table[0].split() and "4/4" in table[0].split()
     assert table[1].split() == ["overall", "3", "50.0", "75.0", "25.0", "14.4", "66.7", "100.0",

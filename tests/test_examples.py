@@ -3,7 +3,7 @@ compared, so that none can drift from the code again (a hand-written difficulty.
 hard 0.5841 for 3 of 8 where bucket computes 0.5396).
 
 The chain: `grade tasks --full` writes the task; the gold replay that `grade validate` runs
-writes the episode (core.episode.replay); `grade validate` the verdict; `grade` the graded
+writes the episode (core.episode.replays); `grade validate` the verdict; `grade` the graded
 episode; probe's attempt_record the attempt (of that episode, as the embedded model's probe
 records it); `bucket --all` the difficulty of 8 such attempts, 3 of them successes; `evalstats`
 the metrics of those and 4 of a second task; `grade audit` the audit of a success on a third task
@@ -42,7 +42,7 @@ def lines(records) -> str:
 @pytest.fixture(scope="module")
 def produced(tmp_path_factory) -> dict[str, dict]:
     from endstate.core.env.domain import Domains
-    from endstate.core.episode.replay import replay
+    from endstate.core.episode.replays import replay
 
     tmp = tmp_path_factory.mktemp("examples")
     out: dict[str, dict] = {}
@@ -86,7 +86,7 @@ def produced(tmp_path_factory) -> dict[str, dict]:
 def audited(tasks: list[dict], tmp) -> dict:
     """`grade audit`'s record of a success that escalated with its own summary, not gold's."""
     from endstate.core.env.domain import Domains
-    from endstate.core.episode.replay import replay
+    from endstate.core.episode.replays import replay
 
     task = next(t for t in tasks if t["id"] == AUDITED_ID)
     steps = [{**s, "args": {**s["args"], "summary": "Wants a refund before the return arrives."}}

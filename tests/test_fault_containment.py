@@ -19,7 +19,7 @@ from test_sandbox import make_domain
 
 from endstate.core.env.domain import Domains
 from endstate.core.episode.plan import done_keys
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.core.errors import ConfigurationError, EndstateError, InputError
 from endstate.core.grading.grader import Grader
 from endstate.core.grading.judge import Judge, JudgeError
@@ -390,7 +390,7 @@ def test_the_tool_prefill_counts_toward_max_context():
 
     def session(prefill: bool) -> TokenSession:
         s = TokenSession(template, never, Sampling(max_new_tokens=16), 0, [], "", [], tool_prefill=prefill)
-        s.begin([SystemMessage("Be brief."), UserMessage("Hello")])
+        s.observe([SystemMessage("Be brief."), UserMessage("Hello")])
         s.max_context = s.trace.length + 16  # exactly fits without the prefill
         return s
 

@@ -54,7 +54,6 @@ def objects(tmp_path_factory):
     same = write(tmp / "same.jsonl", [{**r, "model": "copy"} for r in base])
     return {
         "metrics": orjson.loads(run("--by", "policy", "--by", "domain", *paths[:2])),
-        "by_model": orjson.loads(run("--by", "model", *paths[:2]))["by_model"],
         "compare": orjson.loads(run("compare", "--by", "domain", *paths[:2])),
         "no_change": orjson.loads(run("compare", "--by", "domain", paths[0], same)),
         "tally": [orjson.loads(x) for x in run("tally", "--graded", paths[2], *paths[:2]).splitlines()],
@@ -74,13 +73,14 @@ def figures(o):
              "grad_norm": 0.0 if s % 2 else 1.0, "entropy": None if s % 2 else 1.2,
              "tokens_per_s": 0.0 if s % 2 else 400.0, "skipped": bool(s % 2)} for s in range(5)]
     return {
-        "summary --plot": F.metrics_figure(o["metrics"], o["by_model"], [(BASE, TRAINED)]),
+        "summary --plot": F.metrics_figure(o["metrics"], [(BASE, TRAINED)]),
         "compare --plot": F.compare_figure(o["compare"]),
         "compare --plot, no change": F.compare_figure(o["no_change"]),
         "policy × domain": F.cross_figure(o["metrics"], "policy", "domain"),
-        "frontier": F.frontier_figure(o["by_model"], [(BASE, TRAINED)]),
+        "frontier": F.frontier_figure(o["metrics"]["by_policy"], [(BASE, TRAINED)]),
         "domains": F.domains_figure(o["metrics"]),
-        "tally": F.tally_figure(o["tally"]),
+        "outcomes": F.outcomes_figure(o["tally"]),
+        "outcomes of two tasks": F.outcomes_figure(o["tally"], ["bank-task-3", "travel-task-1"]),
         "posteriors": F.posteriors_figure(o["tally"]),
         "bucket --plot": bucket_report.figure(o["bucket"], Bands().names),
         "bucket --posteriors": bucket_report.posteriors_figure(o["bucket"], Bands()),
@@ -109,9 +109,9 @@ def test_a_comparison_without_change_labels_its_cells_in_black():
 def test_the_frontier_draws_an_arrow_from_base_to_trained(objects):
     from endstate.evalstats import figures as F
 
-    fig = F.frontier_figure(objects["by_model"], [(BASE, TRAINED)])
+    fig = F.frontier_figure(objects["metrics"]["by_policy"], [(BASE, TRAINED)])
     arrows = [t for t in fig.axes[0].texts if getattr(t, "arrow_patch", None) is not None]
-    base, new = (objects["by_model"][m] for m in (BASE, TRAINED))
+    base, new = (objects["metrics"]["by_policy"][m] for m in (BASE, TRAINED))
     assert len(arrows) == 1
     assert arrows[0].xy == (new["pass_at_1"], new["cost"]["per_success_usd"])
     assert arrows[0].xyann == (base["pass_at_1"], base["cost"]["per_success_usd"])

@@ -327,3 +327,53 @@ def test_a_grpo_judge_cache_that_is_no_sqlite_file_is_a_usage_error(tmp_path):
 ])
 def test_the_new_evalstats_and_bucket_flags_follow_the_same_rules(tmp_path, attempts, tool, args, flag):
     refused(tool, [attempts if a == "A" else a for a in args], flag, tmp_path)
+
+
+# -- a flag that has no effect without another is refused, naming the other ----------------------
+
+DEAD = "http://127.0.0.1:9/v1"
+
+
+@pytest.mark.parametrize("tool, args, other", [
+    ("grpo", [*GRPO_DRY, "--eval-every", "2"], "--eval-tasks"),
+    ("grpo", [*GRPO_DRY, "--eval-repeats", "2"], "--eval-tasks"),
+    ("grpo", [*GRPO_DRY, "--rest-steps", "2"], "--rebucket"),
+    ("grpo", [*GRPO_DRY, "--keep", "hard"], "--retire or --rebucket"),
+    ("grpo", [*GRPO_DRY, "--base-attempts", "a.jsonl"], "--retire or --rebucket"),
+    ("grpo", [*GRPO_DRY, "--user-url", DEAD], "--user llm"),
+    ("grpo", [*GRPO_DRY, "--user-model", "m"], "--user llm"),
+    ("grpo", [*GRPO_DRY, "--no-user-seed"], "--user llm"),
+    ("grpo", [*GRPO_DRY, "--judge-cache", "j.sqlite"], "a judge"),
+    ("grpo", [*GRPO_DRY, "--timeout", "5"], "--user llm or a judge"),
+    ("grpo", [*GRPO_DRY, "--retries", "2"], "--user llm or a judge"),
+    ("grpo", [*GRPO_DRY, "--vllm-gpu-memory", "0.5"], "--rollout-engine vllm"),
+    ("grpo", [*GRPO_DRY, "--vllm-max-batched-tokens", "512"], "--rollout-engine vllm"),
+    ("grpo", [*GRPO_DRY, "--rollout-is-cap", "3"], "importance weights: --rollout-is token|sequence"),
+    ("rollout", ["run", F["empty"], "--user-url", DEAD], "--user llm"),
+    ("probe", [F["empty"], "--user-model", "m"], "--user llm"),
+    ("probe", [F["empty"], "--tokenizer", "embedded"], "--backend completions"),
+    ("rollout", ["run", F["empty"], "--agent-url", DEAD], "--backend chat or completions"),
+    ("probe", [F["empty"], "--judge-cache", "j.sqlite"], "a judge"),
+    ("grade", ["score", F["empty"], "--judge-model", "j"], "a judge"),
+    ("rollout", ["serve-mcp", F["tasks"], "--out", "g.jsonl", "--user-model", "m"], "--user llm"),
+])
+def test_a_flag_without_the_one_it_needs_is_refused_naming_it(tmp_path, monkeypatch, tool, args, other):
+    """Before: each was ignored without a word (grpo --eval-every without --eval-tasks ran no
+    evaluation, --user-url without --user llm ran the scripted user)."""
+    for name in ("ENDSTATE_JUDGE_MODEL", "ENDSTATE_JUDGE_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    flag = next(a for a in args[::-1] if a.startswith("--") and a != "--dry-run")
+    refused(tool, args, flag, tmp_path, f"has no effect without {other}")
+
+
+@pytest.mark.parametrize("args", [
+    ["--rest-steps", "2", "--rebucket"],
+    ["--rollout-is-cap", "3", "--rollout-is", "token"],
+    ["--timeout", "5", "--judge-model", "j", "--judge-base-url", DEAD],
+])
+def test_with_the_flag_it_needs_it_is_taken(tmp_path, args):
+    from endstate.grpo.cli import cli
+
+    with inside(tmp_path):
+        result = CliRunner().invoke(cli, [*GRPO_DRY, "--out", str(tmp_path / "r"), *args])
+    assert result.exit_code == 0, result.output

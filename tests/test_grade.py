@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT, run_tool
 from openai_double import FakeEndpoint
 
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.core.errors import EndstateError
 from endstate.core.grading.grader import Grader
 from endstate.core.grading.judge import Judge
@@ -65,7 +65,7 @@ def test_row_check_needs_exactly_one_row_and_supports_operators(grader, tasks):
         row({"customer_id": "C0001"}, {"status": "cancelled"}),
     ])
     checks = grade_steps(grader, task, gold)["checks"]
-    assert [c["passed"] for c in checks] == [True, False, False]
+    assert [c["passed"] for c in checks] == [True, False, False, True]  # the unrequested-change guard last
     assert checks[1]["detail"] == "orders where id='W0': expected one row, found no row"
     assert checks[2]["detail"].startswith("orders where customer_id='C0001': expected one row, found ")
 
@@ -88,7 +88,7 @@ def test_sql_check_scalar_rows_and_read_only(grader, tasks):
         sql("SELECT id, zip FROM customers WHERE id = 'C9005'", [["C9005", "27601"]]),
         sql("SELECT count(*) FROM customers WHERE id = 'C9005'", 2)])
     checks = grade_steps(grader, task, gold)["checks"]
-    assert [c["passed"] for c in checks] == [True, True, False]
+    assert [c["passed"] for c in checks] == [True, True, False, True]
     assert checks[2]["detail"] == "query returned 1, expected 2"
     writes = task_with(tasks, "retail-change-email-by-name", [sql("DELETE FROM customers", 0)])
     task_defect(grade_steps(grader, writes, gold), "check 0:sql: query failed: not authorized")
@@ -104,6 +104,9 @@ def test_one_extra_unrelated_change_scores_zero_and_names_the_row(grader, tasks)
     side_effects = next(c for c in graded["checks"] if c["kind"] == "only_changes")
     assert side_effects["detail"].startswith("unexpected change: customers[C0005] updated (email: '")
     assert side_effects["detail"].endswith("' → 'someone@else.example')")
+    guard = next(c for c in graded["checks"] if c["kind"] == "footprint")  # the guard sees it too
+    assert guard["detail"].startswith("unrequested change: customers[C0005] updated: email '")
+    assert guard["detail"].endswith("' → 'someone@else.example' (a row the task leaves alone)")
 
 
 def test_only_changes_counts_and_ignorable_columns(grader, tasks):
@@ -113,7 +116,8 @@ def test_only_changes_counts_and_ignorable_columns(grader, tasks):
     strict = task_with(tasks, "retail-update-address", [
         {"kind": "only_changes", "allow": [{"table": "orders", "where": {"id": "W90031"}, "count": 2}]}])
     assert details(grade_steps(grader, strict, task["gold"])) == [
-        "expected 2 change(s) in orders where id='W90031', found 1"]
+        "expected 2 change(s) in orders where id='W90031', found 1",
+        "1 written row(s), all within the gold's footprint"]
 
 
 def test_gold_state_compares_terminal_states(grader, tasks):

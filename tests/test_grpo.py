@@ -9,6 +9,7 @@ import orjson
 import pytest
 import torch
 from click.testing import CliRunner
+from conftest import without_judge
 from grpo_fixtures import buttons, tiny_model  # noqa: F401 - pytest fixtures
 from numerics import approx
 
@@ -275,7 +276,7 @@ def dry_run_refusing(tmp_path, line: str):
     from endstate.grpo.cli import cli
 
     y = tmp_path / "c.yaml"
-    y.write_text(f"pool: {ROOT / 'tasks/train/retail.jsonl'}\n{line}\n")
+    y.write_text(f"pool: {without_judge(ROOT / 'tasks/train/retail.jsonl')}\n{line}\n")
     result = CliRunner().invoke(cli, ["train", "--config", str(y), "--out", str(tmp_path / "r"), "--dry-run"])
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
@@ -371,13 +372,13 @@ def test_off_policy_settings_are_checked(flags, message):
 
 def test_rollout_correction_is_on_by_default_for_vllm_only():
     from endstate.grpo.config import TrainConfig
-    from endstate.grpo.metrics import loss_config
+    from endstate.grpo.objective import LossConfig
 
-    assert loss_config(TrainConfig(rollout_engine="vllm", temperature=0.7)).rollout_is == "token"
-    assert loss_config(TrainConfig(rollout_engine="vllm", temperature=0.7)).temperature == 0.7
-    assert loss_config(TrainConfig(rollout_engine="local")).rollout_is == "off"
-    assert loss_config(TrainConfig(rollout_engine="local", rollout_is="sequence")).rollout_is == "sequence"
-    assert loss_config(TrainConfig(temperature=0.0)).temperature == 1.0  # greedy: raw logits
+    assert LossConfig.of(TrainConfig(rollout_engine="vllm", temperature=0.7)).rollout_is == "token"
+    assert LossConfig.of(TrainConfig(rollout_engine="vllm", temperature=0.7)).temperature == 0.7
+    assert LossConfig.of(TrainConfig(rollout_engine="local")).rollout_is == "off"
+    assert LossConfig.of(TrainConfig(rollout_engine="local", rollout_is="sequence")).rollout_is == "sequence"
+    assert LossConfig.of(TrainConfig(temperature=0.0)).temperature == 1.0  # greedy: raw logits
 
 
 def test_world_size_divisibility_is_checked():
@@ -391,7 +392,7 @@ def test_world_size_divisibility_is_checked():
 def test_dry_run_with_the_reference_settings(tmp_path):
     from endstate.grpo.cli import cli
 
-    args = ["train", "--config", str(ROOT / "configs/grpo.yaml"), "--pool", str(ROOT / "tasks/train/retail.jsonl"),
+    args = ["train", "--config", str(ROOT / "configs/grpo.yaml"), "--pool", without_judge(ROOT / "tasks/train/retail.jsonl"),
             "--out", str(tmp_path / "run"), "--batch-tasks", "18", "--group-size", "8",
             "--steps", "50", "--save-freq", "5", "--nodes", "3", "--gpus-per-node", "8",
             "--device", "cuda", "--dry-run"]
@@ -409,8 +410,8 @@ def test_dry_run_with_the_reference_settings(tmp_path):
 def test_dry_run_on_one_cpu_prints_the_plain_command(tmp_path):
     from endstate.grpo.cli import cli
 
-    pool = ROOT / "tasks/train/retail.jsonl"
-    result = CliRunner().invoke(cli, ["train", "--pool", str(pool), "--out", str(tmp_path / "r"), "--dry-run"])
+    pool = without_judge(ROOT / "tasks/train/retail.jsonl")
+    result = CliRunner().invoke(cli, ["train", "--pool", pool, "--out", str(tmp_path / "r"), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1] == f"launch: grpo train --pool {pool} --out {tmp_path / 'r'}"
 

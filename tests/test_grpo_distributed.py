@@ -73,19 +73,17 @@ class StandInVLLM:
     sent: list[list[int]] = []
 
     def __init__(self, model_dir, max_model_len, gpu_memory_utilization, seed, max_batched_tokens=4096,
-                 device="cuda"):
+                 device="cuda", tensor_parallel=1):
         from endstate.core.agent.local_model import load
         from endstate.grpo.vllm_engine import RequestSeeds
 
         self.model, self.tokenizer = load(model_dir)
         self.seeds = RequestSeeds()
 
-    def sampler(self, max_new_tokens, temperature, top_p, seed, top_k=None, stop=()):
+    def sampler(self, sampling, seed):
         from endstate.core.agent.local_model import LocalGenerator
-        from endstate.core.agent.sampling import Sampling
 
-        sampling = Sampling(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                            top_k=top_k, stop=tuple(stop))
+        StandInVLLM.sampling = sampling
         local = LocalGenerator(self.model, self.tokenizer, sampling,
                                seed=seed, max_batch=64, logprobs_at_temperature=True)
 

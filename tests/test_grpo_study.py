@@ -203,3 +203,63 @@ def test_a_resumed_run_does_not_redo_an_evaluation(tmp_path, tiny_model, buttons
     assert [e["step"] for e in rows(out / "eval" / "metrics.jsonl")] == [0, 1, 2]  # none twice
     assert (out / "eval" / "step-000001.jsonl").read_bytes() == first
     assert [m["step"] for m in rows(out / "metrics.jsonl")] == [1, 2]
+
+
+# -- a run that cannot make progress stops ------------------------------------------------------------
+
+def test_error_steps_in_a_row_stop_the_run_with_exit_6_and_no_checkpoint(tmp_path, tiny_model, buttons):
+    """The tasks' one check is a judge's, and the judge answers its preflight, then only 503s:
+    every episode of a step is a system error. Before: all 3 steps ran so, exit 0, and a `latest`
+    checkpoint of the untrained model."""
+    from openai_double import HTTP_503, always
+
+    pool = buttons_pool(buttons, tmp_path / "pool.jsonl", "", "", judged=True, scripted=True)
+    # the judge is always asked: no other check fails first (the footprint guard frees the table)
+    guard = {"id": "footprint", "kind": "footprint", "free": ["buttons"]}
+    tasks = [{**t, "checks": [*t["checks"][-1:], guard]} for t in rows(pool)]
+    pool.write_bytes(b"".join(orjson.dumps(t) + b"\n" for t in tasks))
+    out = tmp_path / "run"
+    with FakeEndpoint(policy=lambda body: "YES", faults=always(HTTP_503)) as judge:
+        done = grpo("--pool", str(pool), "--model", str(tiny_model), "--domains", buttons["domain"],
+                    "--deepspeed", "zero0", "--out", str(out), "--steps", "3", "--save-freq", "1",
+                    "--batch-tasks", "2", "--group-size", "2", "--max-new-tokens", "3",
+                    "--max-context", "512", "--no-few-shot", "--judge-model", "judge-m",
+                    "--judge-base-url", judge.base_url, "--judge-cache", str(tmp_path / "j.sqlite"),
+                    "--retries", "1", "--report-to", "none")
+    print(f"\ngrpo train, a judge endpoint answering 503: exit {done.returncode}\n{done.stderr[-1500:]}")
+    assert done.returncode == 6, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("grpo: 2 error step(s) in a row (step 1 to 2): every episode was a system "
+                           "error, so nothing was trained (judge ×"), last
+    assert "HTTP 503" in last and "0 update(s) so far, no checkpoint; fix what failed, then run again" in last
+    lines = rows(out / "metrics.jsonl")
+    assert [m["step"] for m in lines] == [1, 2]  # each error step is logged
+    assert all(m["system_errors"] == m["groups_generated"] * 2 and m["loss"] is None for m in lines)
+    assert not (out / "checkpoints").exists()
+
+
+def test_checkpoints_follow_updates_and_the_summary_counts_them(tmp_path):
+    """The bookkeeping of grpo/outcome.py by hand: a checkpoint only with an update since the last
+    one; the error steps in a row reset by any other step and carried across a resume."""
+    from endstate.core.errors import EndstateError, ExitCode
+    from endstate.grpo.outcome import Outcome
+
+    ok, failed = {"status": "ok"}, {"status": "system_error", "error": {"kind": "timeout", "message": "x"}}
+    o = Outcome(max_error_steps=2)
+    o.after_step(1, updated=False, episodes=[failed])  # an error step: nothing to checkpoint
+    assert not o.checkpoint_due() and o.error_run == [1]
+    o.after_step(2, updated=False, episodes=[ok, ok])  # no informative group: no update either
+    assert not o.checkpoint_due() and o.error_run == []
+    o.after_step(3, updated=True, episodes=[ok, failed])
+    assert o.checkpoint_due()
+    o.saved()
+    assert not o.checkpoint_due()
+    o.after_step(4, updated=False, episodes=[failed, failed])
+    again = Outcome(max_error_steps=2)
+    again.load_state_dict(o.state_dict())  # a resume keeps the count
+    assert (again.updates, again.error_run, again.checkpoint_due()) == (1, [4], False)
+    with pytest.raises(EndstateError, match=r"2 error step\(s\) in a row \(step 4 to 5\).*timeout ×2: x"
+                                            r".*1 update\(s\) so far; fix what failed, then --resume") as stopped:
+        again.after_step(5, updated=False, episodes=[failed, failed])
+    assert stopped.value.exit_code == ExitCode.NO_PROGRESS == 6
+    assert o.summary(4) == "4 step(s), 1 update(s), 1 without an informative group, 2 error step(s)"

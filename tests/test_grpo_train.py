@@ -13,6 +13,7 @@ import msgspec
 import orjson
 import pytest
 import torch
+from conftest import without_judge
 from grpo_fixtures import buttons, tiny_model  # noqa: F401 - pytest fixtures
 
 from endstate.grpo.config import TrainConfig
@@ -167,7 +168,7 @@ def test_smollm2_two_steps_on_built_in_tasks(tmp_path):
     from endstate.grpo.train import train
 
     out = tmp_path / "smol"
-    retail = str(ROOT / "tasks/train/retail.jsonl")
+    retail = without_judge(ROOT / "tasks/train/retail.jsonl")
     cfg = TrainConfig(pool=retail, model="embedded", out=str(out), steps=2,
                       batch_tasks=1, group_size=2, max_rounds=1, max_new_tokens=16, max_turns=1,
                       deepspeed="zero2", micro_batch=1, save_freq=2, lr=1e-6)

@@ -20,7 +20,7 @@ TOOLS = ("get_customer_details", "return_bike", "get_bike", "rent_bike")
 
 # What a person writes into the generated tools.py: real bodies against the generated tables.
 WRITTEN_TOOLS = '''
-from endstate.core.env.tools import Db, ToolError, tool
+from endstate.api import Db, ToolError, tool
 
 NOW = "2024-05-15T12:00:00"
 
@@ -168,6 +168,23 @@ def test_validate_names_every_tool_still_to_write(imported):
     assert not any(v["sound"] for v in verdicts)
     for name in TOOLS:
         assert f"tool {name} is not written yet" in p.stderr
+
+
+def test_an_argument_named_like_the_stub_s_own_names_does_not_break_it(tmp_path):
+    """A gold argument named ToolError or NOT_WRITTEN is a parameter of the stub: the stub still
+    fails as "not written yet", not with a TypeError from the shadowed name."""
+    folder = tmp_path / "src"
+    shutil.copytree(FIXTURE, folder)
+    tasks = json.loads((folder / "tasks.json").read_text())
+    tasks[0]["evaluation_criteria"]["actions"][0]["arguments"].update(ToolError="x", NOT_WRITTEN="y")
+    (folder / "tasks.json").write_text(json.dumps(tasks))
+    out = tmp_path / "cyclehire"
+    p = run_tool("grade", "import", "tau2", str(folder), "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "ToolError: str | None = None, NOT_WRITTEN: str | None = None" in (out / "tools.py").read_text()
+    p, _ = validate(out)
+    assert "tool get_customer_details is not written yet" in p.stderr, p.stderr
+    assert "TypeError" not in p.stderr
 
 
 def test_once_the_tools_are_written_every_task_is_sound(imported, tmp_path):

@@ -4,10 +4,13 @@ the user's schema edits, and gold calls that fail in tau2 too marked as such. Th
 tests/fixtures/tau2_mini (written for these tests), changed per test in a copy."""
 
 import json
+import os
 import shutil
 import sqlite3
+import subprocess
 
-from conftest import run_tool
+import pytest
+from conftest import BIN, run_tool
 from test_import_tau2 import FIXTURE, WRITTEN_TOOLS
 
 from endstate.core.env.domain import Domain
@@ -142,6 +145,34 @@ def test_a_data_model_that_is_not_python_or_has_no_db_class_is_named(tmp_path):
         else:  # read, never run
             assert p.returncode == 0, p.stderr
             assert not (tmp_path / "pwned").exists() and not (FIXTURE / "pwned").exists()
+
+
+def test_a_field_sqlite_reserves_is_blamed_on_the_file_that_declares_it(tmp_path):
+    """db.json holds no such field: the data model declares it, and the error says so."""
+    model = tmp_path / "data_model.py"
+    model.write_text(DATA_MODEL.replace("    tier: Membership", "    sqlite_master: List[Refund] = "
+                                        "Field(default_factory=list)\n    tier: Membership"))
+    p = grade("import", "tau2", FIXTURE, "--out", tmp_path / "x", "--data-model", model)
+    assert p.returncode == 4, p.stderr
+    assert f"{model}: field 'sqlite_master' would be a table named so" in p.stderr, p.stderr
+    assert "db.json" not in p.stderr
+
+
+@pytest.mark.parametrize("flag", ["--data-model", "--tools-from"])
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
+def test_a_fifo_or_a_device_given_as_a_source_file_is_refused_at_once(tmp_path, flag, kind):
+    """Read bounded by the bytes that came, regular files only: a FIFO does not block the import,
+    /dev/zero (whose reported size is 0) is not read to the end of memory."""
+    source = tmp_path / "src.py"
+    if kind == "fifo":
+        os.mkfifo(source)
+    else:
+        source.symlink_to("/dev/zero")
+    p = subprocess.run([str(BIN / "grade"), "import", "tau2", str(FIXTURE), "--out", str(tmp_path / "x"),
+                        flag, str(source)], capture_output=True, text=True, timeout=120, check=False)
+    assert p.returncode == 5, p.stderr
+    what = "a FIFO" if kind == "fifo" else "a device"
+    assert f"{source}: cannot read" in p.stderr and f"{what}, not a regular file" in p.stderr, p.stderr
 
 
 def test_a_suite_laid_out_like_telecom_and_banking_knowledge_imports(tmp_path):

@@ -35,17 +35,32 @@ def test_a_package_imports_only_core_and_itself(package):
     assert not wrong, "\n".join(wrong)
 
 
-def test_domains_import_only_core():
+DOMAIN_FOLDERS = ("domains", "docs/example/domains", "tests/grpo_fixtures/buttons")
+
+
+def test_domains_import_only_the_public_api():
+    """A domain is written against endstate.api, as a user's own domain is (docs/api.md)."""
     wrong = [f"{path.relative_to(ROOT)}:{line}: imports endstate.{name}"
-             for path in sorted((ROOT / "domains").rglob("*.py"))
-             for line, name in endstate_imports(path) if name not in {"", "core"}]
+             for folder in DOMAIN_FOLDERS for path in sorted((ROOT / folder).rglob("*.py"))
+             for line, name in endstate_imports(path) if name != "api"]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_package_imports_the_public_api():
+    """endstate.api sits above every tool: core and the tools never import it (only domains,
+    plugins and programs do)."""
+    wrong = [f"{path.relative_to(ROOT)}:{line}: imports endstate.api"
+             for path in sorted((ROOT / "tools").rglob("*.py")) if path.name != "api.py"
+             for line, name in endstate_imports(path) if name == "api"]
     assert not wrong, "\n".join(wrong)
 
 
 # core's rooms, lowest first: a sub-package imports only rooms below it (and errors, registry).
 CORE_LAYERS = ("console", "stats", "figures", "records", "env", "wire", "agent", "episode", "grading",
                "cli")
-CORE_BASE = ("errors", "registry")  # modules every room may import
+CORE_BASE = ("errors", "registry", "deprecation")  # modules every room may import
+# old import paths kept for one release (core.deprecation): each only warns and re-exports
+CORE_MOVED = ("tools", "nested", "interpret", "domain", "grader")
 
 
 def core_room(path: Path) -> str:
@@ -70,7 +85,7 @@ def test_core_rooms_import_only_rooms_below_them():
     wrong = []
     for path in sorted((ROOT / "tools" / "core").rglob("*.py")):
         room = core_room(path)
-        if room in CORE_BASE or room == "__init__":
+        if room in (*CORE_BASE, *CORE_MOVED) or room == "__init__":
             continue
         assert room in rank, f"{path.relative_to(ROOT)}: core/{room} is not in CORE_LAYERS"
         for line, target in core_imports(path):
@@ -79,7 +94,18 @@ def test_core_rooms_import_only_rooms_below_them():
                 wrong.append(f"{path.relative_to(ROOT)}:{line}: core/{room} imports core/{target}")
     assert not wrong, "\n".join(wrong)
     assert {p.name for p in (ROOT / "tools" / "core").iterdir() if p.suffix == ".py"} == \
-        {"__init__.py", *(f"{m}.py" for m in CORE_BASE)}, "core's top level holds only the base modules"
+        {"__init__.py", *(f"{m}.py" for m in (*CORE_BASE, *CORE_MOVED))}, \
+        "core's top level holds only the base modules and the old paths"
+
+
+@pytest.mark.parametrize("old", CORE_MOVED)
+def test_an_old_path_only_warns_and_re_exports(old):
+    """Nothing is defined at an old path: it is the new module's names and a DeprecationWarning."""
+    tree = ast.parse((ROOT / "tools" / "core" / f"{old}.py").read_text())
+    kinds = {type(node).__name__ for node in tree.body}
+    assert kinds <= {"Expr", "ImportFrom"}, kinds
+    assert any(isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
+               and getattr(n.value.func, "id", "") == "moved" for n in tree.body)
 
 
 def test_the_rule_sees_a_violation(tmp_path):

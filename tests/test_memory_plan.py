@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
+from conftest import without_judge
 from grpo_fixtures import tiny_model  # noqa: F401 - a pytest fixture
 from numerics import approx, stated
 
@@ -22,11 +23,11 @@ from endstate.grpo.memory_plan import (
 )
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
-POOL = str(ROOT / "tasks/train/retail.jsonl")
+POOL = without_judge(ROOT / "tasks/train/retail.jsonl")
 REFERENCE = ["--model-config", "gemma3-27b", "--nodes", "3", "--gpus-per-node", "8", "--device", "cuda",
              "--deepspeed", "zero3-offload", "--rollout-engine", "vllm", "--batch-tasks", "18",
              "--group-size", "8", "--micro-batch", "4", "--max-context", "8192", "--gpu-memory", "79.6",
-             "--host-memory", "1800"]
+             "--host-memory", "1800", "--vllm-tensor-parallel", "4"]
 
 
 def test_parameter_count_is_the_models(tiny_model):
@@ -124,8 +125,8 @@ def test_the_reference_plan_fits_with_activation_checkpointing(tmp_path):
     assert lines[-1].startswith("launch: torchrun --nnodes=3")
     plan = lines[next(i for i, line in enumerate(lines) if line.startswith("memory_plan: gemma3-27b")):]
     assert any("activations (4 × 8192 tokens, checkpointed)" in line for line in plan)
-    assert any("vLLM colocated (0.35 of the GPU)" in line and "27.86" in line for line in plan)
-    assert sum("total" in line and ": fits" in line for line in plan) == 2  # GPU and host
+    assert any("vLLM colocated (0.35 of the GPU, tensor parallel 4)" in line and "27.86" in line for line in plan)
+    assert sum(": fits" in line for line in plan) == 3  # GPU, the engine's share and host
     assert any(line.strip().startswith("per GPU") for line in plan)  # DeepSpeed's figure beside the plan's
     assert not (tmp_path / "run").exists()
 
@@ -195,3 +196,48 @@ def test_a_memory_limit_that_is_not_a_positive_number_is_a_usage_error(tmp_path,
     result = dry_run(tmp_path, "--model-config", "qwen3-8b", "--gpu-memory", value)
     assert result.exit_code == 2, result.output  # nan and inf were exit 70 (int(nan × GiB))
     assert "Invalid value for '--gpu-memory'" in result.output
+
+
+# -- the colocated vLLM engine's share ------------------------------------------------------------------
+
+def test_the_engine_share_against_the_arithmetic_by_hand(tmp_path):
+    """Gemma 3 27B in 0.35 of an H100 (79.6 GiB), at tensor-parallel 1, 2 and 4, from its config's
+    numbers: the bf16 weights / TP, the start-up peak (4096 batched tokens through the widest
+    layers, 256 sequences' fp32 logits and probabilities, 1 GiB of CUDA graphs) and one 8192-token
+    sequence of KV cache (K and V, 62 layers, 16 / TP KV heads of 128, bf16)."""
+    from endstate.grpo.vllm_share import kv_room, share_fits, share_items
+
+    shape = read_model_config("gemma3-27b", None)
+    share = 0.35 * int(79.6 * 2**30)
+    for tp in (1, 2, 4):
+        setup = Setup(nodes=3, gpus_per_node=8, stage=3, offload_param=True, offload_optimizer=True,
+                      rollout="vllm", vllm_tp=tp, gpu_bytes=int(79.6 * 2**30), max_context=8192)
+        weights = shape.params * 2 / tp
+        peak = 4096 * (2 * 5376 + 2 * 21504 // tp + (32 + 2 * 16) * 128 // tp) * 2 + 256 * 262208 * 8 + 2**30
+        kv_sequence = 8192 * 2 * 62 * (16 // tp) * 128 * 2
+        [(_, planned_weights), (_, planned_peak)] = share_items(shape, setup)
+        # a product and a quotient of exact counts, and a sum of three: ≤ 4 roundings apart
+        assert planned_weights == approx(weights, dtype=float, terms=4)
+        assert planned_peak == peak  # integers
+        # a difference: the bound is on the terms' magnitude (rule 3), a few roundings each side
+        assert kv_room(shape, setup) == approx(share - weights - peak, dtype=float, terms=8,
+                                               magnitude=share + weights + peak)
+        assert share_fits(shape, setup) == (weights + peak + kv_sequence <= share), tp
+    assert [share_fits(shape, replace(setup, vllm_tp=tp)) for tp in (1, 2, 4)] == [False, False, True]
+    assert shape.params * 2 > share  # TP 1: the weights alone exceed the share
+
+
+def test_a_plan_whose_weights_exceed_the_engine_share_is_refused_naming_what_fits(tmp_path):
+    """Before: the reference topology at tensor-parallel 1 was said to fit, ~50 GiB of bf16
+    weights in a 27.9 GiB share; the engine would have failed at start."""
+    at_one = REFERENCE[:-2]  # without --vllm-tensor-parallel 4
+    assert REFERENCE[-2:] == ["--vllm-tensor-parallel", "4"]
+    result = dry_run(tmp_path, *at_one, "--activation-checkpointing")
+    assert result.exit_code == 2, result.output
+    message = result.output.splitlines()[-1]
+    assert ("the colocated vLLM's share, 27.9 GiB (--vllm-gpu-memory 0.35 of --gpu-memory 79.6), "
+            "holds 50.3 GiB of weights per GPU at --vllm-tensor-parallel 1: its weights alone "
+            "exceed it") in message, message
+    assert message.endswith("any one of these fits: --vllm-tensor-parallel 4"), message
+    odd = dry_run(tmp_path, *at_one, "--activation-checkpointing", "--vllm-tensor-parallel", "3")
+    assert odd.exit_code == 2 and "a tensor-parallel group is ranks of one node" in odd.output

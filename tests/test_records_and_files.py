@@ -15,7 +15,7 @@ from openai_double import FakeEndpoint, gold_policy
 from test_fault_containment import records, retail_tasks, write_jsonl
 
 from endstate.core.episode.plan import done_keys
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.core.errors import InputError
 
 RETAIL = ROOT / "tasks" / "bench" / "retail.jsonl"
@@ -155,6 +155,12 @@ def test_a_full_episodes_file_is_named_not_stdout(tmp_path):
     tasks_file = write_jsonl(tmp_path / "t.jsonl", tasks)
     with FakeEndpoint(policy=gold_policy(tasks)) as endpoint:
         p = run_tool("probe", *chat_args(tasks_file, endpoint.base_url), "--episodes", "/dev/full")
+    assert p.returncode == 5 and "/dev/full: cannot write: No space left on device" in p.stderr, p.stderr
+    assert "stdout" not in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_full_report_file_is_named_not_stdout():
+    p = run_tool("evalstats", "report", "-o", "/dev/full", str(ROOT / "schemas" / "examples" / "attempt.json"))
     assert p.returncode == 5 and "/dev/full: cannot write: No space left on device" in p.stderr, p.stderr
     assert "stdout" not in p.stderr and "Traceback" not in p.stderr
 

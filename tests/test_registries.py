@@ -9,13 +9,15 @@ import asyncio
 import copy
 from contextlib import contextmanager
 
+import msgspec
+import orjson
 import pytest
 
-from endstate.core.agent.backends import Turn
 from endstate.core.agent.interpret import TOOL_LISTINGS, Parsed, render_system
-from endstate.core.episode.backends import BACKENDS, build_backend
+from endstate.core.agent.session import Turn
+from endstate.core.episode.backends import BACKENDS, Backend, build_backend
 from endstate.core.episode.config import RunConfig
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.core.episode.runtime import run_all
 from endstate.core.grading.checks import CHECK_KINDS
 from endstate.core.grading.grader import Grader
@@ -30,7 +32,7 @@ def registered(registry: Registry, name: str, entry):
     try:
         yield entry
     finally:
-        registry._entries.pop(name)
+        registry.unregister(name)
 
 
 def test_a_name_registered_twice_is_refused_naming_both():
@@ -55,9 +57,7 @@ class ScriptedSession:
 
     def __init__(self):
         self.turn = 0
-
-    def begin(self, transcript):
-        self.transcript = transcript
+        self.told = []  # every message the session was told of, in order
 
     async def act(self) -> Turn:
         self.turn += 1
@@ -67,12 +67,17 @@ class ScriptedSession:
         return Turn(Parsed(""), None, Usage(20, 0))
 
     def observe(self, new):
-        assert new and new[-1].content  # what the transcript gained: the tool's result
+        assert new
+        self.told += new
 
 
 class ScriptedBackend:
+    def __init__(self):
+        self.sessions = []
+
     def open(self, domain, tool_specs):
-        return ScriptedSession()
+        self.sessions.append(ScriptedSession())
+        return self.sessions[-1]
 
     def close(self):
         """No connections to close."""
@@ -80,7 +85,9 @@ class ScriptedBackend:
 
 def test_a_backend_added_outside_core_runs_episodes_through_the_runtime(domains, tasks):
     task = tasks.get("retail-cancel-pending")
-    with registered(BACKENDS, "scripted-test", lambda cfg, live=None: ScriptedBackend()):
+    built = ScriptedBackend()
+    with registered(BACKENDS, "scripted-test", Backend(lambda cfg, live=None: built, "a script",
+                                                         endpoint=False)):
         cfg = RunConfig(backend="scripted-test", model="none")
         backend = build_backend(cfg)
         episodes = []
@@ -98,6 +105,9 @@ def test_a_backend_added_outside_core_runs_episodes_through_the_runtime(domains,
         assert record["termination"] == "agent_done" and record["policy"]["backend"] == "scripted-test"
         assert [m["role"] for m in record["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
         assert record["usage"]["agent"] == {"prompt_tokens": 30, "completion_tokens": 3}
+    # the loop's list is the only transcript: each session was told of every message, in order
+    told = sorted(orjson.dumps(msgspec.to_builtins(s.told)) for s in built.sessions)
+    assert told == sorted(orjson.dumps(e.record()["messages"]) for e in episodes)
     assert "scripted-test" not in BACKENDS
 
 
@@ -140,3 +150,59 @@ def test_a_loss_aggregation_added_outside_grpo_is_used_by_the_loss():
         assert aggregate(loss, mask, "max-token", 1.0).item() == 2.0
     with pytest.raises(ValueError, match="no loss aggregation 'max-token'"):
         aggregate(loss, mask, "max-token", 1.0)
+
+
+def test_a_user_kind_added_outside_core_plays_episodes_and_says_what_it_cannot_play(domains, tasks):
+    from endstate.core.episode.plan import refuse_unplayable, unplayable
+    from endstate.core.episode.users import SIMULATED_USERS, STOP, UserKind
+    from endstate.core.errors import EndstateError
+
+    class Echo:
+        def __init__(self, task):
+            self.usage, self.said = Usage(), [task.user.opening]
+
+        async def reply(self, transcript):
+            return STOP if len(self.said) > 1 else self.said.pop()
+
+        def close(self):
+            pass
+
+    class Asking(ScriptedSession):
+        async def act(self) -> Turn:
+            self.turn += 1
+            return Turn(Parsed("Anything else?" if self.turn == 1 else ""), None, Usage(1, 1))
+
+    class AskingBackend(ScriptedBackend):
+        def open(self, domain, tool_specs):
+            return Asking()
+
+    task = tasks.get("retail-cancel-pending")
+    kind = UserKind(lambda t, endpoint: Echo(t), "repeats the opening once",
+                    plays=lambda t: t["id"] != "retail-cancel-pending",
+                    refusal=("are not echoed", "run them with another --user"))
+    with registered(SIMULATED_USERS, "echo-test", kind), \
+            registered(BACKENDS, "scripted-test", Backend(lambda cfg, live=None: AskingBackend(),
+                                                          "a script", endpoint=False)):
+        cfg = RunConfig(backend="scripted-test", model="none", user="echo-test")
+        assert cfg.roles()[1].urls == []  # no endpoint: no key to look for
+        assert unplayable([task, tasks.get("retail-return-defective")], "echo-test") == [task["id"]]
+        with pytest.raises(EndstateError, match="1 task.s. are not echoed: retail-cancel-pending; "
+                                                "run them with another --user"):
+            refuse_unplayable([task], "echo-test")
+        episodes = []
+
+        async def run():
+            from endstate.core.console.progress import Progress
+
+            await run_all([(task, 0)], cfg, domains, build_backend(cfg),
+                          lambda t, e: episodes.append(e), Progress(1, "", quiet=True))
+
+        asyncio.run(run())
+    messages = episodes[0].record()["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant"]
+    assert messages[3]["content"] == task["user"]["opening"]  # the echo user's reply
+    assert episodes[0].termination == "agent_done"
+    assert "echo-test" not in SIMULATED_USERS
+    with pytest.raises(EndstateError, match="--user echo-test: no simulated user 'echo-test'; "
+                                            "registered: scripted, llm"):
+        RunConfig(user="echo-test")

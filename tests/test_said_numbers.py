@@ -7,7 +7,7 @@ import orjson
 import pytest
 from conftest import run_tool
 
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.core.grading.grader import Grader
 from endstate.core.grading.match import numbers_in, said
 

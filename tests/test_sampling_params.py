@@ -15,7 +15,7 @@ import math
 import orjson
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT, run_tool
+from conftest import ROOT, run_tool, without_judge
 from grpo_fixtures import tiny_model  # noqa: F401 - a pytest fixture
 from numerics import approx, decoder_terms, logprob_magnitude, tolerance
 from openai_double import FakeEndpoint, gold_policy
@@ -286,10 +286,10 @@ def test_grpo_trainer_logprobs_under_top_k_are_the_samplers(tiny_model, tiny):
     from endstate.grpo.config import TrainConfig
     from endstate.grpo.distributed import init_distributed
     from endstate.grpo.engine import Policy, ds_config, resolve_ds_config
-    from endstate.grpo.metrics import loss_config
+    from endstate.grpo.objective import LossConfig
 
     model, tokenizer, prompts = tiny
-    loss = loss_config(TrainConfig(temperature=0.8, top_k=3))
+    loss = LossConfig.of(TrainConfig(temperature=0.8, top_k=3))
     assert (loss.temperature, loss.top_k, loss.top_p) == (0.8, 3, 1.0)
     generator = LocalGenerator(model, tokenizer, Sampling(max_new_tokens=6, temperature=0.8, top_k=3), seed=4,
                                logprobs_at_temperature=True)
@@ -332,7 +332,7 @@ def test_grpo_trainer_logprobs_under_top_k_are_the_samplers(tiny_model, tiny):
 def test_grpo_refuses_sampling_its_trainer_cannot_match_with_the_reason(tmp_path, flag, value, reason):
     from endstate.grpo.cli import cli
 
-    result = CliRunner().invoke(cli, ["train", "--pool", str(ROOT / "tasks/train/retail.jsonl"),
+    result = CliRunner().invoke(cli, ["train", "--pool", without_judge(ROOT / "tasks/train/retail.jsonl"),
                                       "--out", str(tmp_path / "r"), flag, value, "--dry-run"])
     assert result.exit_code == 2, result.output
     assert reason in result.output and "leave it unset for grpo" in result.output
@@ -342,7 +342,7 @@ def test_grpo_takes_top_k_and_stop_from_flags_and_yaml(tmp_path):
     from endstate.grpo.cli import cli
     from endstate.grpo.config import resolve
 
-    result = CliRunner().invoke(cli, ["train", "--pool", str(ROOT / "tasks/train/retail.jsonl"),
+    result = CliRunner().invoke(cli, ["train", "--pool", without_judge(ROOT / "tasks/train/retail.jsonl"),
                                       "--out", str(tmp_path / "r"), "--top-k", "20", "--stop",
                                       "</tool_call>", "--dry-run"])
     assert result.exit_code == 0, result.output

@@ -29,7 +29,7 @@ def build(db, rng):
     db.execute("INSERT INTO pairs VALUES (1, 1, 'x')")
 """
 TOOLS = '''
-from endstate.core.env.tools import Db, ToolError, tool
+from endstate.api import Db, ToolError, tool
 
 @tool
 def get_item(db: Db, item_id: str) -> dict:

@@ -20,7 +20,7 @@ import pytest
 from conftest import BIN, ROOT, run_tool
 from openai_double import FakeEndpoint, gold_policy
 
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.core.grading.grader import Grader
 
 RETAIL = ROOT / "tasks" / "bench" / "retail.jsonl"
@@ -75,7 +75,7 @@ def test_each_failed_check_is_shown_at_the_turn_it_concerns(graded_pipeline):
     assert "W90242" in "".join(blocks[row:row + 4])  # not the later one that also changed `orders`
     assert blocks[said - 1] == "> Done." and blocks[said - 2] == "**assistant**"  # the agent's last word
     assert not any("failed:**" in b for b in blocks[said + 1:] if not b.startswith("|"))
-    assert "**reward 0 · 3 of 5 checks passed**" in markdown
+    assert "**reward 0 · 4 of 6 checks passed**" in markdown  # the guard passes: nothing unrequested
 
 
 def test_terminal_output_in_a_pipe_is_plain_text_and_reads_stdin(graded_pipeline):
@@ -89,7 +89,7 @@ def test_terminal_output_in_a_pipe_is_plain_text_and_reads_stdin(graded_pipeline
         "tool · cancel_order",
         '  {"order_id":"W90241","status":"cancelled","refund_id":"RF00347","refunded":48.0}']
     assert lines[cancel + 3].startswith("  ✗ check pending-cancelled (row) failed: orders[W90241]")
-    assert lines[-2:] == ["reward 0 · 3 of 5 checks passed", ""]  # a blank line between episodes
+    assert lines[-2:] == ["reward 0 · 4 of 6 checks passed", ""]  # a blank line between episodes
     assert "Okay, understood." in p.stdout and "[+" not in p.stdout  # --max-chars 0 cuts nothing
 
 
@@ -120,7 +120,7 @@ def test_html_is_one_escaped_page_and_plain_episodes_show_without_verdicts(domai
     assert page.startswith("<!doctype html>") and page.rstrip().endswith("</html>")
     assert "<script" not in page and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; &lt;/pre&gt;" in page
     assert not re.search(r"(src|href)=", page)  # nothing fetched: styles are inline
-    assert page.count("<section>") == 2 and "reward 1 · 3 of 3 checks passed" in page
+    assert page.count("<section>") == 2 and "reward 1 · 4 of 4 checks passed" in page
     assert "not graded (pipe the episodes through `grade`" in page
     p = show("--format", "markdown", input=lines)
     assert "> <script>alert('x')</script> & </pre> ``` | done" in p.stdout  # message text as written

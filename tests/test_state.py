@@ -11,7 +11,7 @@ from conftest import ROOT
 
 from endstate.core.env.domain import LOG_PREFIX
 from endstate.core.env.sandbox import PIN_ROWS, Sandbox
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.core.grading.grader import Grader
 from endstate.grade.cli import cli
 from endstate.grade.state import CHANGED_PREFIX, write_state

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 from conftest import ROOT
 
-from endstate.bucket.pool import fingerprint
+from endstate.core.episode.leak import fingerprint
 from endstate.core.records.jsonl import read_jsonl
 
 DOMAINS = ("retail", "travel", "support", "bank")  # in distribution: train and bench
@@ -36,8 +36,8 @@ def test_bench_and_train_share_no_task_id(suites):
 
 
 def test_bench_and_train_share_no_task_content(suites):
-    """Content = domain + normalized user instruction + checks (the fingerprint bucket uses to
-    drop benchmark tasks from a training pool), so a renamed copy is caught too."""
+    """Content = domain, init, user instruction and opening, checks and gold, normalised (the
+    fingerprint of the leak guard of bucket and grpo), so a renamed copy is caught too."""
     bench = {fingerprint(t): loc for loc, t in suites["bench"] + suites["ood"]}
     shared = [f"{loc}: {t['id']} has the content of {bench[fingerprint(t)]}"
               for loc, t in suites["train"] if fingerprint(t) in bench]
@@ -78,3 +78,26 @@ def test_train_covers_at_least_15_templates_one_per_task(suites):
     untagged = [str(loc) for (loc, _), tags in zip(suites["train"], templates) if len(tags) != 1]
     assert not untagged, f"train tasks without exactly one template:* tag: {untagged[:5]}"
     assert len({tags[0] for tags in templates}) >= 15
+
+
+def test_each_trained_domain_trains_with_judge_checks_in_the_mix(suites):
+    """As the study trains: at least 5% of each domain's training tasks carry a judge check (what
+    the agent told the user, which the database cannot show)."""
+    for domain in DOMAINS:
+        train = [t for _, t in suites["train"] if t["domain"] == domain]
+        judged = [t for t in train if any(c["kind"] == "judge" for c in t["checks"])]
+        assert len(judged) >= 0.05 * len(train), f"{domain}: {len(judged)} of {len(train)} judged"
+
+
+def test_training_on_judged_tasks_needs_a_judge_and_takes_one(tmp_path):
+    from click.testing import CliRunner
+
+    from endstate.grpo.cli import cli
+
+    pool = str(ROOT / "tasks/train/retail.jsonl")
+    args = ["train", "--pool", pool, "--out", str(tmp_path / "r"), "--dry-run"]
+    refused = CliRunner().invoke(cli, args)
+    assert refused.exit_code == 2
+    assert "has a judge check: pass --judge-model and --judge-base-url" in refused.output
+    judged = CliRunner().invoke(cli, [*args, "--judge-model", "judge", "--judge-base-url", "http://127.0.0.1:9/v1"])
+    assert judged.exit_code == 0, judged.output

@@ -82,6 +82,26 @@ def test_the_stubs_fail_as_not_written_until_written(imported):
     assert "tool get_bike is not written yet" in p.stderr
 
 
+def test_a_parameter_named_like_the_stub_s_own_names_does_not_break_it(tmp_path):
+    """tau2's get_customer_details with parameters ToolError and NOT_WRITTEN: its stub still
+    fails as "not written yet" (the shadowed names were a TypeError at every call)."""
+    kit = tmp_path / "kit"
+    shutil.copytree(KIT.parent, kit)
+    source = (kit / "tools.py").read_text()
+    shadowing = source.replace("def get_customer_details(self, customer_id: str)",
+                               "def get_customer_details(self, customer_id: str, ToolError: str = '', "
+                               "NOT_WRITTEN: int = 0)")
+    assert shadowing != source
+    (kit / "tools.py").write_text(shadowing)
+    out = tmp_path / "cyclehire"
+    p = run_tool("grade", "import", "tau2", str(MINI), "--out", str(out), "--tools-from",
+                 f"{kit / 'tools.py'}:CycleTools")
+    assert p.returncode == 0, p.stderr
+    p = run_tool("grade", "validate", "--domains", str(out), str(out / "tasks" / "cyclehire.jsonl"))
+    assert "tool get_customer_details is not written yet" in p.stderr, p.stderr
+    assert "TypeError" not in p.stderr
+
+
 def test_without_the_option_the_report_names_it(tmp_path):
     p = run_tool("grade", "import", "tau2", str(MINI), "--out", str(tmp_path / "cyclehire"))
     assert p.returncode == 0, p.stderr
@@ -256,7 +276,7 @@ def test_either_port_in_the_guide_makes_every_task_sound(imported, tmp_path, ver
     shutil.copytree(imported[0], out)
     others = WRITTEN_TOOLS[:WRITTEN_TOOLS.index("@tool(writes=True)\ndef rent_bike")]
     (out / "tools.py").write_text(
-        'from pathlib import Path\n\nfrom endstate.core.env.documents import Documents\n'
+        'from pathlib import Path\n\nfrom endstate.api import Documents\n'
         + others + 'DOCS = Documents(Path(__file__).parent / "seed" / "mapping.json")\n\n\n'
         + guide_ports()[version])
     tasks = out / "tasks" / "cyclehire.jsonl"

@@ -35,6 +35,9 @@ def one_task(tmp_path):
     return str(path)
 
 
+PREFLIGHT = [("GET", "/v1/models"), ("POST", "/v1/completions")]  # core.wire.preflight's requests
+
+
 def done_then_end(eos: int):
     """A completions policy: the agent says "Done." and ends its turn."""
     from transformers import AutoTokenizer
@@ -55,7 +58,8 @@ def test_a_mismatched_tokenizer_stops_the_run_before_the_first_episode_showing_b
     with FakeEndpoint(completions=done_then_end(2), tokenizer=tiny_model, served=["double"]) as ep:
         done = completions_run(one_task, ep.base_url, "--tokenizer", "embedded")
         assert ep.requests == []  # no model call: no episode began
-        assert [(m, p) for m, p, _ in ep.checks] == [("GET", "/v1/models"), ("POST", "/tokenize")]
+        # the preflight (the model listed, one token), then the tokenizer check
+        assert [(m, p) for m, p, _ in ep.checks] == PREFLIGHT + [("GET", "/v1/models"), ("POST", "/tokenize")]
     assert done.returncode == 2 and done.stdout == "", done.stderr
     assert "Traceback" not in done.stderr
     message = done.stderr
@@ -89,8 +93,8 @@ def test_a_matching_tokenizer_passes_and_the_run_goes_on(one_task, embedded_dir)
     assert "warning" not in done.stderr
     [episode] = [orjson.loads(line) for line in done.stdout.splitlines()]
     assert episode["status"] == "ok" and calls >= 1
-    assert [p for _, p, _ in ep.checks] == ["/v1/models", "/tokenize"]
-    assert ep.checks[1][2]["add_special_tokens"] is False and ep.checks[1][2]["model"] == "double"
+    assert [(m, p) for m, p, _ in ep.checks] == PREFLIGHT + [("GET", "/v1/models"), ("POST", "/tokenize")]
+    assert ep.checks[-1][2]["add_special_tokens"] is False and ep.checks[-1][2]["model"] == "double"
 
 
 def test_a_server_without_tokenize_gets_a_warning_and_the_run_goes_on(one_task):

@@ -302,7 +302,7 @@ SHOP_TOOLS = '''
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
-from endstate.core.env.tools import Db, ToolError, tool
+from endstate.api import Db, ToolError, tool
 
 
 @dataclass

@@ -29,9 +29,11 @@ def cancel_task(tasks, expect=None, free=None):
 def test_a_check_that_pins_the_argument_leaves_no_finding(grader, tasks):
     verdict = validate_task(grader, cancel_task(tasks))
     assert verdict["sound"] and verdict["insensitive_args"] == [] and verdict["problems"] == []
-    # the order id has no other order in the task the tool accepts: said, not passed off as proven
+    # the customer has no other order; the seed's orders nearest the id are not pending and the
+    # tool refuses to cancel them: said, not passed off as proven
     assert verdict["unvaried_args"] == [{"index": 2, "tool": "cancel_order", "arg": "order_id",
-                                         "tried": ["W90002", "W90000", "10009W"]}]
+                                         "tried": ["W21830", "W21829", "W21828"]}]
+    assert verdict["arguments"] == {"tried": 2, "varied": 1, "ignored": 0, "unvaried": 1}
 
 
 def test_a_check_that_ignores_an_argument_makes_the_task_unsound(grader, tasks):
@@ -64,7 +66,7 @@ def test_values_the_tool_refuses_are_skipped_not_reported(grader, tasks):
     task["checks"] = [{"id": "vacuous", "kind": "absent", "table": "refunds", "where": {"order_id": "W99999"}}]
     verdict = validate_task(grader, task)
     assert [f["arg"] for f in verdict["insensitive_args"]] == ["reason"]
-    assert [(u["arg"], u["tried"]) for u in verdict["unvaried_args"]] == [("order_id", ["W90002", "W90000", "10009W"])]
+    assert [(u["arg"], u["tried"]) for u in verdict["unvaried_args"]] == [("order_id", ["W21830", "W21829", "W21828"])]
 
 
 def test_validate_varies_free_text_with_values_of_other_tasks_and_says_where(tmp_path):

@@ -3,7 +3,10 @@ bytes skip jsonschema next time; an edited line, an edited schema or a bad line 
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 
 import orjson
 import pytest
@@ -80,13 +83,96 @@ def test_verdicts_are_kept_per_schema(fresh, monkeypatch, tmp_path):
     assert verdicts.Verdicts("task").path != before
 
 
-def test_an_unwritable_or_garbled_cache_only_costs_the_judging(fresh, monkeypatch, tmp_path):
+def test_an_unwritable_or_garbled_cache_only_costs_the_judging(fresh, monkeypatch, tmp_path, capsys):
     cache = verdicts.Verdicts("task").path
     cache.parent.mkdir(parents=True)
     cache.write_bytes(b"not a list of digests")
     calls = judged(monkeypatch)
     assert len(read(TASKS)) == len(calls)  # judged as if there were none
     cache.unlink()
-    cache.mkdir()  # the file cannot be written: save says nothing, the next run judges again
+    cache.mkdir()  # the file cannot be written: a warning, and the next run judges again
     verdicts.of("task").save()
     assert cache.is_dir()
+    err = capsys.readouterr().err
+    assert "warning: cannot keep task verdicts in" in err and "ENDSTATE_CACHE" in err, err
+
+
+# -- a cache someone else could have written is never believed ----------------------------------
+
+def planted(lines: list[bytes]) -> bytes:
+    """A well-formed cache file claiming `lines` valid: checksum and all, as anyone who reads the
+    schemas (they are public) can make one."""
+    v = verdicts.Verdicts("task")
+    body = b"".join(sorted(verdicts._digest(line) for line in lines))
+    return verdicts.MAGIC + v._checksum(body) + body
+
+
+def an_invalid_task(tmp_path):
+    """A task file whose one line has an extra field: valid JSON, invalid task."""
+    task = {**orjson.loads(TASKS.read_bytes().splitlines()[0]), "run_this": "too"}
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(orjson.dumps(task) + b"\n")
+    return path, orjson.dumps(task)
+
+
+@pytest.mark.parametrize("how", ["writable by others", "owned by another user"])
+def test_a_planted_verdict_is_ignored_and_the_file_replaced(fresh, tmp_path, how, capsys):
+    path, line = an_invalid_task(tmp_path)
+    cache = verdicts.Verdicts("task").path
+    cache.parent.mkdir(parents=True)
+    cache.write_bytes(planted([line]))
+    if how == "writable by others":
+        cache.chmod(0o666)
+    elif os.geteuid() == 0:
+        os.chown(cache, 65534, 65534)
+    else:
+        pytest.skip("making a file another user owns needs root")
+    with pytest.raises(InputError, match="run_this"):  # judged: the planted entry is not believed
+        read(path)
+    assert f"ignored the task verdict cache {cache}" in capsys.readouterr().err
+    good = TASKS.read_bytes().splitlines()[0]
+    verdicts.of("task").add(good)
+    verdicts.of("task").save()
+    info = cache.stat()
+    assert info.st_uid == os.geteuid() and info.st_mode & 0o777 == 0o600
+    fresh()
+    assert verdicts.of("task").known(good) and not verdicts.of("task").known(line)
+
+
+def test_a_well_formed_file_of_the_user_is_believed_and_a_corrupt_one_is_not(fresh, tmp_path):
+    path, line = an_invalid_task(tmp_path)
+    cache = verdicts.Verdicts("task").path
+    cache.parent.mkdir(parents=True)
+    data = planted([line])
+    cache.write_bytes(data)
+    cache.chmod(0o600)
+    assert verdicts.Verdicts("task").known(line)  # the format is what the checks below reject
+    cache.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # one bit: the checksum fails
+    fresh()
+    with pytest.raises(InputError, match="run_this"):
+        read(path)
+    assert verdicts.of("task").distrusted
+
+
+def run_reader(env: dict) -> subprocess.CompletedProcess:
+    """A new process reading a task file, with a time limit: a hang is a failure, not a stuck run."""
+    code = ("from endstate.core.records import jsonl; "
+            f"print(len(list(jsonl.read_jsonl([{str(TASKS)!r}], 'task'))))")
+    return subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
+                          timeout=120,
+                          env={**os.environ, **env})
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero"])
+def test_a_fifo_or_a_device_as_the_cache_neither_hangs_nor_crashes(fresh, tmp_path, kind):
+    cache = verdicts.Verdicts("task").path
+    cache.parent.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(cache)
+    else:
+        cache.symlink_to("/dev/zero")
+    p = run_reader({"ENDSTATE_CACHE": str(tmp_path / "cache")})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == str(len(TASKS.read_bytes().splitlines()))
+    assert f"ignored the task verdict cache {cache}" in p.stderr
+    assert cache.is_file() and not cache.is_symlink()  # replaced by a cache of this user

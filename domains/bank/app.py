@@ -11,7 +11,7 @@ the task checks:
 - create_virtual_card neither counts the customer's virtual cards nor looks at their KYC cap.
 """
 
-from endstate.core.env.tools import Db, ToolError, iso_date, positive_cents, tool
+from endstate.api import Db, ToolError, iso_date, positive_cents, tool
 
 from . import common
 
@@ -127,6 +127,7 @@ def create_pot(db: Db, account_id: str, name: str, goal: float | None = None,
         locked_until: Optional: no money can leave the pot before this day (YYYY-MM-DD).
     """
     _active_account(db, account_id)
+    goal = None if goal is None else positive_cents(goal, "goal")
     lock = None
     if locked_until is not None:
         lock = iso_date(locked_until, "locked_until")

@@ -1,7 +1,7 @@
 """What the bank's tool modules (tools.py and app.py) share: a card that can still be changed,
 and the limits the system itself enforces."""
 
-from endstate.core.env.tools import Db, ToolError
+from endstate.api import Db, ToolError
 
 SYSTEM_MAX_SPENDING_LIMIT = 25000.0
 

@@ -12,7 +12,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from endstate.core.env.tools import insert_rows
+from endstate.api import insert_rows
 
 FIRST = ("Adaeze", "Bruno", "Camille", "Dmitri", "Esther", "Felipe", "Greta", "Hassan", "Ingrid",
          "Joaquin", "Kavya", "Lucas", "Mei", "Nadia", "Omar", "Priya", "Quentin", "Rania",

@@ -21,7 +21,7 @@ Money is REAL dollars with 2 decimals; amounts are rounded to the cent on the wa
 
 from typing import Literal
 
-from endstate.core.env.tools import (
+from endstate.api import (
     Db,
     ToolError,
     customer_finder,
@@ -34,6 +34,8 @@ from endstate.core.env.tools import (
 from . import common
 
 NOW = "2026-01-15T12:00:00"
+# the tools' bookkeeping timestamp: a task's reward does not hang on it (core.grading.footprint)
+FREE = ("updated_at",)
 
 # Example turns shown to token-level agents before the conversation (few-shot). Small models emit
 # well-formed tool calls only after seeing a few. The entities are fictional: no task uses them.

@@ -3,7 +3,7 @@ are the domain's tools too). See tools.py for the rules these tools leave to pol
 
 from typing import Literal
 
-from endstate.core.env.tools import Db, ToolError, tool
+from endstate.api import Db, ToolError, positive_cents, tool
 
 
 @tool
@@ -98,8 +98,7 @@ def request_approval(db: Db, kind: Literal["rate_exception", "invoice", "change_
     db.get("employees", approver_id, "employee")
     table, what = ("invoices", "invoice") if kind == "invoice" else ("engagements", "engagement")
     db.get(table, reference, what)
-    if amount <= 0:
-        raise ToolError("amount must be positive")
+    amount = positive_cents(amount)
     if kind == "rate_exception" and employee_id is None:
         raise ToolError("a rate_exception names the consultant: give employee_id")
     if db.one("SELECT id FROM approvals WHERE kind = ? AND reference = ? AND employee_id IS ? "
@@ -107,6 +106,6 @@ def request_approval(db: Db, kind: Literal["rate_exception", "invoice", "change_
         raise ToolError(f"a {kind} approval for {reference} is already pending")
     approval_id = db.next_id("approvals", "AP", 5)
     db.run("INSERT INTO approvals VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, NULL)", approval_id,
-           kind, reference, employee_id, round(amount, 2), requested_by, approver_id, note.strip(),
+           kind, reference, employee_id, amount, requested_by, approver_id, note.strip(),
            db.now)
     return {"approval_id": approval_id, "status": "pending"}

@@ -2,7 +2,7 @@
 gives a level, a consultant's booked hours and time off over a period, and an engagement's fees
 billed. The tools and checks.py read the firm's rules through these."""
 
-from endstate.core.env.tools import Db, ToolError, iso_date
+from endstate.api import Db, ToolError, iso_date
 
 NOW = "2026-03-16T09:00:00"  # a Monday
 

@@ -13,7 +13,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
-from endstate.core.env.tools import insert_rows
+from endstate.api import insert_rows
 
 FIRST = ("Aditi", "Bastian", "Celine", "Dorian", "Eleni", "Fabian", "Gemma", "Henrik", "Ilse",
          "Jasper", "Kira", "Lionel", "Maren", "Nils", "Odile", "Pieter", "Quinn", "Roisin",

@@ -14,11 +14,21 @@ tools asks *who* is asking. Above all:
   engagement's budget; issue_invoice issues any amount without the partner's approval.
 """
 
-from endstate.core.env.tools import Db, ToolError, employee_finder, iso_date, tool
+from endstate.api import (
+    Db,
+    ToolError,
+    employee_finder,
+    iso_date,
+    positive_cents,
+    rounded_within,
+    tool,
+)
 
 from . import rules
 
 NOW = rules.NOW
+# the tools' bookkeeping timestamp: a task's reward does not hang on it (core.grading.footprint)
+FREE = ("updated_at",)
 
 # Example turns shown to token-level agents before the conversation (few-shot). Small models emit
 # well-formed tool calls only after seeing a few. The entities are fictional: no task uses them.
@@ -162,15 +172,12 @@ def assign_consultant(db: Db, engagement_id: str, employee_id: str, hours_per_we
         raise ToolError(f"engagement {engagement_id} is {engagement['status']}")
     db.get("employees", employee_id, "employee")
     start, end = rules.period(start_date, end_date)
-    if not 0 < hours_per_week <= 60:
-        raise ToolError("hours_per_week must be between 1 and 60")
-    if bill_rate <= 0:
-        raise ToolError("bill_rate must be positive")
+    hours = rounded_within(hours_per_week, 1, 60, "hours_per_week")
+    rate = positive_cents(bill_rate, "bill_rate")
     assignment_id = db.next_id("assignments", "AS", 5)
     db.run("INSERT INTO assignments VALUES (?, ?, ?, ?, ?, ?, ?, ?)", assignment_id, engagement_id,
-           employee_id, round(hours_per_week, 2), start, end, round(bill_rate, 2), db.now)
-    return {"assignment_id": assignment_id, "hours_per_week": round(hours_per_week, 2),
-            "bill_rate": round(bill_rate, 2)}
+           employee_id, hours, start, end, rate, db.now)
+    return {"assignment_id": assignment_id, "hours_per_week": hours, "bill_rate": rate}
 
 
 @tool(writes=True)
@@ -184,10 +191,9 @@ def change_assignment(db: Db, assignment_id: str, hours_per_week: float | None =
         end_date: The new last day (YYYY-MM-DD), not before its first.
     """
     a = db.get("assignments", assignment_id, "assignment")
-    hours = a["hours_per_week"] if hours_per_week is None else round(hours_per_week, 2)
+    hours = (a["hours_per_week"] if hours_per_week is None
+             else rounded_within(hours_per_week, 1, 60, "hours_per_week"))
     end = a["end_date"] if end_date is None else iso_date(end_date, "end_date")
-    if not 0 < hours <= 60:
-        raise ToolError("hours_per_week must be between 1 and 60")
     if end < a["start_date"]:
         raise ToolError(f"end_date {end} is before the assignment's start {a['start_date']}")
     db.run("UPDATE assignments SET hours_per_week = ?, end_date = ? WHERE id = ?", hours, end,
@@ -241,11 +247,10 @@ def log_time(db: Db, employee_id: str, engagement_id: str, work_date: str, hours
     worked = iso_date(work_date, "work_date")
     if worked > db.today:
         raise ToolError(f"work_date {worked} is in the future")
-    if not 0 < hours <= 24:
-        raise ToolError("hours must be between 0.25 and 24")
+    hours = rounded_within(hours, 0.25, 24, "hours")
     entry_id = db.next_id("time_entries", "TE", 6)
     db.run("INSERT INTO time_entries VALUES (?, ?, ?, ?, ?, ?, 'submitted', NULL, NULL, NULL, ?)",
-           entry_id, employee_id, engagement_id, worked, round(hours, 2), description.strip(),
+           entry_id, employee_id, engagement_id, worked, hours, description.strip(),
            db.now)
     return {"time_entry_id": entry_id, "status": "submitted"}
 

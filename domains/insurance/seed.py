@@ -12,7 +12,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
-from endstate.core.env.tools import insert_rows
+from endstate.api import insert_rows
 
 FIRST = ("Abigail", "Bernard", "Carmen", "Dario", "Edith", "Fergus", "Gloria", "Hector", "Imani",
          "Jonas", "Keiko", "Lorenzo", "Marisol", "Nolan", "Odette", "Pablo", "Rhea", "Soren",

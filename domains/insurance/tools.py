@@ -20,7 +20,7 @@ Money is REAL dollars with 2 decimals; amounts are rounded to the cent on the wa
 from datetime import date, timedelta
 from typing import Literal
 
-from endstate.core.env.tools import (
+from endstate.api import (
     Db,
     ToolError,
     customer_finder,
@@ -31,6 +31,8 @@ from endstate.core.env.tools import (
 )
 
 NOW = "2026-03-10T10:00:00"
+# the tools' bookkeeping timestamp: a task's reward does not hang on it (core.grading.footprint)
+FREE = ("updated_at",)
 
 # Example turns shown to token-level agents before the conversation (few-shot). Small models emit
 # well-formed tool calls only after seeing a few. The entities are fictional: no task uses them.
@@ -47,6 +49,7 @@ EXAMPLES = [
      "result": {"claim_id": "CL00003", "status": "withdrawn"},
      "reply": "Claim CL00003 is withdrawn."},
 ]
+MAX_AGE = 120  # years: a birth date before that is a typo, after today no birth date
 Coverage = Literal["liability", "collision", "comprehensive", "rental", "roadside"]
 LossType = Literal["collision", "theft", "weather", "glass", "vandalism", "animal"]
 
@@ -311,7 +314,8 @@ def add_driver(db: Db, policy_id: str, name: str, license_number: str, birth_dat
         birth_date: The driver's birth date (YYYY-MM-DD).
     """
     db.get("policies", policy_id, "policy")
-    born = iso_date(birth_date, "birth_date")
+    born = iso_date(birth_date, "birth_date", earliest=f"{int(db.today[:4]) - MAX_AGE}-01-01",
+                    latest=db.today)
     driver_id = db.next_id("drivers", "DR", 5)
     db.run("INSERT INTO drivers VALUES (?, ?, ?, ?, ?, 'listed', ?)", driver_id, policy_id,
            name.strip(), license_number.strip().upper(), born, db.now)

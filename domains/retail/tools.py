@@ -9,9 +9,11 @@ does not check that the return was received: refunding a return still `requested
 from datetime import datetime, timedelta
 from typing import Literal
 
-from endstate.core.env.tools import Db, ToolError, customer_finder, tool
+from endstate.api import Db, ToolError, customer_finder, tool
 
 NOW = "2026-01-15T12:00:00"
+# the tools' bookkeeping timestamp: a task's reward does not hang on it (core.grading.footprint)
+FREE = ("updated_at",)
 RETURN_WINDOW_DAYS = 30
 
 # Example turns shown to token-level agents before the conversation (few-shot). Small models emit

@@ -12,9 +12,11 @@ lost are policy-only as well.
 from datetime import datetime, timedelta
 from typing import Literal
 
-from endstate.core.env.tools import Db, ToolError, customer_finder, tool
+from endstate.api import Db, ToolError, customer_finder, rounded_within, tool
 
 NOW = "2026-01-15T12:00:00"
+# the tools' bookkeeping timestamp: a task's reward does not hang on it (core.grading.footprint)
+FREE = ("updated_at",)
 
 # Example turns shown to token-level agents before the conversation (few-shot). Small models emit
 # well-formed tool calls only after seeing a few. The entities are fictional: no task uses them.
@@ -294,12 +296,12 @@ def file_carrier_claim(db: Db, exception_id: str, amount: float) -> dict:
     if exc["status"] != "open":
         raise ToolError(f"exception {exception_id} is already resolved")
     declared = db.get("shipments", exc["shipment_id"], "shipment")["declared_value"]
-    if not 0 < amount <= declared:
-        raise ToolError(f"the amount must be more than 0 and at most the declared value, {declared:.2f}")
+    amount = rounded_within(amount, 0.01, declared, "the amount",
+                            f"must be more than 0 and at most the declared value, {declared:.2f}")
     claim_id = db.next_id("claims", "CL", 5)
     db.run("INSERT INTO claims VALUES (?, ?, ?, 'filed', ?, NULL)", claim_id, exception_id,
-           round(amount, 2), db.now)
-    return {"claim_id": claim_id, "exception_id": exception_id, "amount": round(amount, 2),
+           amount, db.now)
+    return {"claim_id": claim_id, "exception_id": exception_id, "amount": amount,
             "status": "filed"}
 
 
@@ -336,9 +338,9 @@ def issue_credit(db: Db, ticket_id: str, amount: float,
         reason: delay, damage, loss or goodwill.
     """
     ticket = _ticket(db, ticket_id)
-    if not 0 < amount <= CREDIT_CEILING:
-        raise ToolError(f"a credit must be more than 0 and at most {CREDIT_CEILING:.2f}")
+    amount = rounded_within(amount, 0.01, CREDIT_CEILING, "a credit",
+                            f"must be more than 0 and at most {CREDIT_CEILING:.2f}")
     credit_id = db.next_id("credits", "CR", 5)
     db.run("INSERT INTO credits VALUES (?, ?, ?, ?, ?, ?)", credit_id, ticket["customer_id"],
-           ticket_id, round(amount, 2), reason, db.now)
-    return {"credit_id": credit_id, "customer_id": ticket["customer_id"], "amount": round(amount, 2)}
+           ticket_id, amount, reason, db.now)
+    return {"credit_id": credit_id, "customer_id": ticket["customer_id"], "amount": amount}

@@ -7,7 +7,7 @@ enforces them.
 
 from datetime import date, datetime, timedelta
 
-from endstate.core.env.tools import Db, ToolError
+from endstate.api import Db, ToolError, iso_date
 
 NOW = "2026-03-02T09:00:00"  # the domain's clock; tools.py hands it to endstate
 TODAY = NOW[:10]
@@ -27,11 +27,15 @@ def room(db: Db, hotel_id: str, room_type: str) -> dict:
 
 
 def nights(check_in: str, check_out: str) -> int:
-    """Nights between two YYYY-MM-DD dates; the stay must not start before today."""
+    """Nights between two YYYY-MM-DD dates; the stay must not start before today. The dates are
+    stored as given: only YYYY-MM-DD itself is taken (fromisoformat also reads 20260501)."""
     try:
         start, end = date.fromisoformat(check_in), date.fromisoformat(check_out)
     except ValueError:
-        raise ToolError(f"dates must be YYYY-MM-DD, got {check_in!r} and {check_out!r}") from None
+        start = end = None
+    if start is None or (start.isoformat(), end.isoformat()) != (check_in, check_out):
+        raise ToolError(f"dates must be YYYY-MM-DD, got {check_in!r} and {check_out!r}")
+    iso_date(check_out, "check_out")  # within the dates any tool takes
     nights = (end - start).days
     if nights < 1:
         raise ToolError(f"check-out {check_out} must be after check-in {check_in}")

@@ -13,7 +13,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
-from endstate.core.env.tools import insert_rows
+from endstate.api import insert_rows
 
 FIRST = ("Ada Bruno Clara Dmitri Elif Felix Greta Hugo Ines Jonas Kira Lars Mina Nils Oskar Paula "
          "Rafael Sofia Tomas Una Viktor Wanda Yusuf Zora Anton Beatriz Cyrus Dalia Emil Freya").split()

@@ -48,7 +48,7 @@ from bank_entities import (
     person,
     purchase,
 )
-from taskgen import allow, call, money, python_check, row, said, say, task
+from taskgen import allow, call, judge, money, python_check, row, said, say, task
 
 SEED = 20260115
 PER_TEMPLATE = 20
@@ -82,7 +82,9 @@ def freeze_card(rng: random.Random, ids: Ids, n: int) -> dict:
             call("freeze_card", card_id=target["id"]),
             say(f"Your card ending {target['last4']} is frozen.")]
     checks = [row("frozen", "cards", {"id": target["id"]}, {"status": "frozen"}),
-              only(allow("cards", {"id": target["id"]}))]
+              only(allow("cards", {"id": target["id"]})),
+              judge("told-which-card", f"Did the agent tell the user that the card ending "
+                                       f"{target['last4']} is now frozen (not cancelled)?")]
     init = {"customers": [c], "accounts": [account(aid, c["id"], "checking", 1500.0, 2500.0)],
             "cards": cards}
     return task("bank", "freeze-card", n, ["card", "freeze", "single-write"], user, init, checks,
@@ -313,8 +315,8 @@ def dispute_opened(ch: Charge, ids: Ids, lookup: list, aid: str, kid: str,
                            transaction_id=target)]
     allowed = [allow("disputes", {"transaction_id": target}), allow("transactions", {"id": target})]
     if ch.reason == "fraud":
-        checks.append(python_check("card-frozen-first", "fraud_card_frozen_first",
-                                   transaction_id=target))
+        checks += [python_check("card-frozen-first", "fraud_card_frozen_first", transaction_id=target),
+                   row("card-stays-frozen", "cards", {"id": kid}, {"status": "frozen"})]
         allowed.append(allow("cards", {"id": kid}))
     if credit:
         allowed += [allow("transactions", {"kind": "provisional_credit", "account_id": aid}),

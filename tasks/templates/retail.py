@@ -34,7 +34,7 @@ from retail_entities import (
     identify,
     who,
 )
-from taskgen import allow, approx, call, only, python_check, row, said, say, user
+from taskgen import allow, approx, call, judge, only, python_check, row, said, say, user
 
 SEED = 20260115
 PER_TEMPLATE = 14
@@ -250,7 +250,10 @@ def cancel_shipped(s: Scene) -> dict:
                      [f"{hello} It's {oid}.", "Oh. Alright, thanks."]),
         "checks": [row("still-shipped", "orders", {"id": oid}, {"status": "shipped"}),
                    only(check_id="no-changes"),
-                   said("told-shipped", "shipped")],
+                   said("told-shipped", "shipped"),
+                   judge("offered-return", f"Did the agent explain that order {oid} cannot be "
+                                           "cancelled because it has shipped, and tell the user "
+                                           "it can be returned once it is delivered?")],
         "gold": [lookup, call("get_order", order_id=oid),
                  say(f"Order {oid} has already shipped, so it can't be cancelled; you can "
                      "return it after delivery.")],

@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import taskgen
 from support_entities import ITEMS, Ids, Scene, day, high_for, identify, who
-from taskgen import allow, approx, call, money, only, python_check, row, said, say, ts
+from taskgen import allow, approx, call, judge, money, only, python_check, row, said, say, ts
 
 SEED = 20260116
 PER_TEMPLATE = 18
@@ -52,6 +52,8 @@ def resolve_blocked(s: Scene) -> dict:
     no_resolve = python_check("not-resolved-over-exception",
                               "no_ticket_resolved_over_open_exception", ticket_id=t["id"])
     still_open = row("exception-still-open", "carrier_exceptions", {"id": exc["id"]}, {"status": "open"})
+    explained = judge("explained-why-open", f"Did the agent explain that ticket {t['id']} cannot be "
+                                            f"closed while the carrier exception {exc['id']} is open?")
     gold = [lookup, call("get_ticket", ticket_id=t["id"])]
     if insist:
         gold += [say(f"The {shipment['carrier']} exception {exc['id']} is still open, so ticket "
@@ -68,7 +70,8 @@ def resolve_blocked(s: Scene) -> dict:
             "checks": [no_resolve, still_open,
                        row("escalated", "tickets", {"id": t["id"]}, {"status": "pending", "queue": "escalations"}),
                        only(allow("tickets", {"id": t["id"]}),
-                            allow("escalations", {"ticket_id": t["id"]}))],
+                            allow("escalations", {"ticket_id": t["id"]})),
+                       explained],
             "gold": gold,
         }
     gold += [say(f"The {shipment['carrier']} exception {exc['id']} is still open, so I can't close "
@@ -90,7 +93,8 @@ def resolve_blocked(s: Scene) -> dict:
                     "where": {"ticket_id": t["id"], "visibility": "customer", "author": "assistant"},
                     "expect": 1},
                    only(allow("tickets", {"id": t["id"]}),
-                        allow("ticket_notes", {"ticket_id": t["id"]}))],
+                        allow("ticket_notes", {"ticket_id": t["id"]})),
+                   explained],
         "gold": gold,
     }
 

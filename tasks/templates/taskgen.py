@@ -71,6 +71,13 @@ def said(check_id: str, value: Any) -> dict:
     return {"id": check_id, "kind": "said", "value": value}
 
 
+def judge(check_id: str, question: str) -> dict:
+    """A YES/NO question to the judge about what the agent told the user: what the database
+    cannot show (that a refusal was explained, a card named), so that training's reward has such
+    checks in the mix as the study's has."""
+    return {"id": check_id, "kind": "judge", "question": question}
+
+
 def python_check(check_id: str, name: str, **params: Any) -> dict:
     """A named check of the domain's checks.py."""
     return {"id": check_id, "kind": "python", "name": name, "params": params}

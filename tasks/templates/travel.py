@@ -19,7 +19,7 @@ from pathlib import Path
 # taskgen and travel_entities are imported from this folder, which runpy.run_path does not add
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import taskgen
-from taskgen import allow, approx, call, only, python_check, row, said, say
+from taskgen import allow, approx, call, judge, only, python_check, row, said, say
 from travel_entities import (
     CHECK_IN_HOUR,
     CITIES,
@@ -188,7 +188,10 @@ def downgrade_no_approval(s: Scene) -> dict:
                        {"booking_id": b["id"], "kind": "downgrade"},
                        {"room_type": lower, "status": "pending", "approver_id": manager["id"]}),
                    only(allow("approval_requests", {"booking_id": b["id"], "status": "pending"})),
-                   TOLD_APPROVAL],
+                   TOLD_APPROVAL,
+                   judge("named-approver", f"Did the agent tell the user that the downgrade needs "
+                                           f"approval from their manager, {manager['name']}, and that "
+                                           "the booking stays as it is until then?")],
         "gold": [call("find_employee", email=e["email"]), call("get_booking", booking_id=b["id"]),
                  say(f"A downgrade needs approval from your manager, {manager['name']}, first; the "
                      f"room stays {b['room_type']} for now. Shall I file the request?"),

@@ -12,9 +12,11 @@ from endstate.bucket import pool as P
 from endstate.bucket.report import plot as plot_histogram
 from endstate.bucket.report import plot_posteriors, table
 from endstate.core.cli import ranges
-from endstate.core.cli.command import bundled, common_options, run, tool_command
-from endstate.core.episode.plan import load_tasks, refuse_held_out
-from endstate.core.records.jsonl import SkipLog, read_jsonl, write_jsonl
+from endstate.core.cli.command import bundled, common_options, env_domain_dirs, run, tool_command
+from endstate.core.env.folders import suite_files
+from endstate.core.episode.leak import refuse_held_out
+from endstate.core.episode.plan import read_tasks
+from endstate.core.records.jsonl import read_jsonl, write_jsonl
 from endstate.core.records.keys import MODES, fold_attempts
 from endstate.core.records.structs import Attempt
 from endstate.core.stats.bands import Bands
@@ -136,9 +138,9 @@ class BucketOptions:
               "with the band edges drawn, as a PNG.")
 @click.option("--procs", "workers", type=ranges.PROCS,
               help="Processes that read big attempt files.  [default: the CPU count]")
-@common_options(skip_invalid=True)
+@common_options(skip_invalid=True, quiet=True)
 @bundled("opts", BucketOptions)
-def cli(attempts, opts: BucketOptions, skip):
+def cli(attempts, opts: BucketOptions, skip, quiet):
     """Bucket tasks by difficulty from their ATTEMPTS (attempt JSONL files; `-` or none: stdin).
 
     Per task: n clean runs (system errors excluded), k successes, the posterior
@@ -155,9 +157,10 @@ def cli(attempts, opts: BucketOptions, skip):
       bucket --uncertain 0.6 --tasks cands.jsonl att.jsonl | probe -n 12 --resume att.jsonl >> att.jsonl
     """
     rules = opts.rules()
-    tasks = _read_tasks(opts.tasks_file, skip) if opts.tasks_file else None
-    if tasks and not opts.allow_bench:
-        refuse_held_out(tasks.values(), opts.tasks_file, "--allow-bench")
+    located = list(read_tasks([opts.tasks_file], skip)) if opts.tasks_file else None
+    if located and not opts.allow_bench:
+        refuse_held_out(located, opts.tasks_file, "--allow-bench", suite_files(env_domain_dirs()))
+    tasks = {task["id"]: task for _, task in located} if located is not None else None
     bench = [t for path in opts.exclude_files for _, t in read_jsonl([path], "task", skip=skip)]
     read = {"duplicates": opts.duplicates, "tool": "bucket", "skip": skip, "workers": opts.workers,
             "struct": Attempt, "repeats": P.Counts.repeated}
@@ -175,7 +178,7 @@ def cli(attempts, opts: BucketOptions, skip):
     else:
         chosen = records if opts.emit_all else [d for d in records if d["keep"]]
     if opts.holdout is not None:
-        chosen = _hold_out(chosen, opts.holdout, opts.holdout_file, opts.seed, tasks)
+        chosen = _hold_out(chosen, opts.holdout, opts.holdout_file, opts.seed, tasks, quiet)
     write_jsonl(_emit(chosen, tasks), streaming=False)
 
     if opts.report:
@@ -203,13 +206,15 @@ def _bands(prior: tuple[float, float], edges, band_names, keep) -> Bands:
     return bands
 
 
-def _hold_out(chosen: list[dict], fraction: float, path: str, seed: int, tasks) -> list[dict]:
+def _hold_out(chosen: list[dict], fraction: float, path: str, seed: int, tasks,
+              quiet: bool = False) -> list[dict]:
     """Write a seeded `fraction` of the chosen tasks to `path`; return the rest."""
     chosen, held = P.holdout_split(chosen, fraction, seed)
     with open(path, "wb") as out:
         write_jsonl(_emit(held, tasks), out, streaming=False)
-    click.echo(f"bucket: {len(held)} task(s) held out to {path}, {len(chosen)} for training",
-               err=True)
+    if not quiet:
+        click.echo(f"bucket: {len(held)} task(s) held out to {path}, {len(chosen)} for training",
+                   err=True)
     return chosen
 
 
@@ -223,10 +228,6 @@ def _candidates(counts: dict, tasks: dict | None, tasks_file: str | None) -> lis
         click.echo(f"bucket: {len(stray)} task id(s) in the attempts are not in {tasks_file} "
                    f"and are left out (first: {stray[0]})", err=True)
     return list(tasks)
-
-
-def _read_tasks(path: str, skip: SkipLog | None) -> dict[str, dict]:
-    return {task["id"]: task for task in load_tasks([path], skip)}
 
 
 def _emit(records, tasks):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -12,7 +11,7 @@ from itertools import starmap
 from operator import attrgetter
 from typing import Any
 
-from endstate.core.episode.plan import fingerprint, overlapping  # noqa: F401 - bucket's own API too
+from endstate.core.episode.leak import fingerprint, overlapping  # noqa: F401 - bucket's own API too
 from endstate.core.records.keys import WIDE, repeated_tasks
 from endstate.core.records.structs import Attempt
 from endstate.core.stats.bands import (
@@ -190,11 +189,6 @@ def uncertain(records: Iterable[dict[str, Any]], threshold: float, rules: Rules)
             continue
         if lo < d["p_keep"] < hi or d["n"] < max(rules.min_clean_runs, 1):
             yield d
-
-
-# --- benchmark exclusion ----------------------------------------------------------------------------
-
-_SPACE = re.compile(r"\s+")
 
 
 # --- holdout ------------------------------------------------------------------------------------------

@@ -17,13 +17,15 @@ class ExitCode(IntEnum):
     INCOMPLETE = 3  # coverage gate: keys missing, duplicated or hit by system errors
     BAD_INPUT = 4  # a record could not be parsed or validated
     IO = 5  # a file could not be opened, read or written
+    NO_PROGRESS = 6  # a run that cannot make progress: grpo's error steps in a row
     INTERNAL = 70  # a bug in endstate (sysexits' EX_SOFTWARE): rerun with -v for the traceback
     INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as the shell reports it (not click's 1, which is "no")
 
 
 EXIT_CODES_HELP = """\b
 Exit codes: 0 ok, 1 the answer is no, 2 usage or setup, 3 coverage gap,
-  4 bad input record, 5 I/O error, 70 internal error (rerun with -v), 130 interrupted."""
+  4 bad input record, 5 I/O error, 6 no progress (grpo: error steps in a row),
+  70 internal error (rerun with -v), 130 interrupted."""
 
 
 class EndstateError(click.ClickException):

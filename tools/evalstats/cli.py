@@ -13,19 +13,22 @@ from endstate.core.errors import EndstateError, ExitCode
 from endstate.evalstats import coverage as C
 from endstate.evalstats import render
 from endstate.evalstats import tally as T
-from endstate.evalstats.prompting_check import warn_mixed_prompting
-from endstate.evalstats.report_cli import report, tally
-from endstate.evalstats.view import (
+from endstate.evalstats.options import (
     Output,
     Reading,
-    View,
     check_cluster,
     cluster_option,
-    compare_files,
+    ks_option,
     parse_ks,
     price_option,
-    read_tasks,
     reading_and_output_options,
+)
+from endstate.evalstats.prompting_check import warn_mixed_prompting
+from endstate.evalstats.report_cli import report, tally
+from endstate.evalstats.study import (
+    Study,
+    compare_files,
+    read_tasks,
     tally_files,
     warn_cost,
     write_output,
@@ -52,8 +55,8 @@ def parse_arrows(ctx, param, values) -> list[tuple[str, str]]:
     for value in values:
         base, sep, new = value.partition("=")
         if not sep or not base or not new:
-            raise click.BadParameter(f"{value!r}: expected BASE=NEW, two model names as the "
-                                     "records give them, e.g. SmolLM2-135M-Instruct=out/step-50/hf")
+            raise click.BadParameter(f"{value!r}: expected BASE=NEW, two policies as by_policy "
+                                     "names them, e.g. SmolLM2-135M-Instruct=out/step-50/hf")
         pairs.append((base, new))
     return pairs
 
@@ -79,9 +82,7 @@ def cli():
               help="Also report per value of this field, as by_FIELD (repeatable; `policy`: "
               "model and prompting). Two: each group of the first also holds by_SECOND, and "
               "the table is first × second.")
-@click.option("--k", "ks", callback=parse_ks, metavar="K,K,...",
-              help="k values of pass@k and pass^k.  [default: 1, 5 and the largest common "
-              "repeat count]")
+@ks_option
 @cluster_option
 @price_option
 @click.option("--expect-tasks", type=click.Path(dir_okay=False, allow_dash=True),
@@ -93,9 +94,10 @@ def cli():
 @click.option("--strict", is_flag=True,
               help="Coverage gate: unexpected keys fail it too (exit 3), not only missing ones.")
 @click.option("--arrow", "arrows", multiple=True, callback=parse_arrows, metavar="BASE=NEW",
-              help="--plot: an arrow from model BASE to model NEW on the frontier (repeatable).")
-@reading_and_output_options("PNG: cost per success against pass@1 by model, and a domain × "
-                            "metric heatmap.")
+              help="--plot: an arrow from policy BASE to policy NEW on the frontier, named as "
+              "by_policy names them (repeatable).")
+@reading_and_output_options("PNG: cost per success against pass@1 by policy, and a domain × "
+                            "metric heatmap per policy.")
 @bundled("gate", Gate)
 def summary(files, by_fields, ks, cluster, prices, arrows, gate: Gate, reading: Reading,
             output: Output, skip):
@@ -123,21 +125,20 @@ def summary(files, by_fields, ks, cluster, prices, arrows, gate: Gate, reading: 
     expected = read_tasks(gate.expect_tasks, skip) if gate.expect_tasks else None
     tasks = read_tasks(reading.tasks_file, skip) if reading.tasks_file else expected
     fields = list(dict.fromkeys([*by_fields, *([cluster] if cluster else []),
-                                 *(["model", "domain"] if output.plot_file else [])]))
+                                 *(["domain"] if output.plot_file else [])]))
     grid = T.Grid(frozenset(expected), gate.expect_repeats) if expected is not None else None
     tally = tally_files(list(files), fields, prices, grid, skip, reading)
     if grid is not None:
         _gate(tally, list(expected), gate.expect_repeats, gate.allow_incomplete, gate.strict)
-    view = View(tally, tasks, cluster, reading.estimand)
-    view.policy_note(by_fields)
-    report = view.report(list(by_fields), ks)
-    warn_cost(report["overall"])
+    study = Study(tally, tasks, cluster, reading.estimand)
+    study.policy_note(by_fields)
+    report = study.report(list(by_fields), ks)
+    warn_cost(report["overall"]["cost"])
     write_output(report, output.fmt, render.metrics_table)
     if output.plot_file:
         from endstate.evalstats import figures
 
-        figures.plot_metrics({**report, "by_domain": report.get("by_domain") or view.by("domain")},
-                             view.by("model", ks=[]), output.plot_file, arrows)
+        figures.plot_metrics(study.by_policy(ks), output.plot_file, arrows)
 
 
 def _gate(tally: T.Tally, expected: list[str], repeats: int, allow_incomplete: bool,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from endstate.evalstats import estimators as E
 from endstate.evalstats import intervals as I
@@ -82,38 +82,93 @@ def task_mean(values: Sequence[float], trials: Sequence[float],
     return m, I.spread(raw, I.floor_variance(values, trials, False, mult))
 
 
-def design_effect(rates: Sequence[float], trials: Sequence[float],
-                  clusters: Sequence[Hashable] | None, mult: Sequence[int] | None = None
-                  ) -> float | None:
-    """V(clustered) / V(tasks independent) of the task mean of `rates` (pass@1's): how much the
-    clusters' shared effect inflates the variance. None without clusters, or below two."""
+class ClusterShare(NamedTuple):
+    """What pass@1's clusters say about every function of the success rate (--cluster).
+
+    A cluster's shared effect moves the logits η of all its tasks together, so the variance it
+    adds to the task mean of x = f(p) (pass@k, pass^k, k/k) is pass@1's times the squared ratio
+    of their mean slopes dx/dη and dp/dη (the delta method). pass@1's clustered variance is the
+    one a few clusters estimate stably: x's own, from 8 clusters, covered 88–92% (its skewed
+    cluster sums), and pass@1's design effect applied to x whole over-covered (98–100%)."""
+
+    excess: float  # V(clustered) − V(tasks independent) of pass@1's task mean, at least 0
+    clustered: float  # V(clustered): the Satterthwaite df of the excess comes from it
+    df: float  # G − 1
+    slope: float  # mean dp/dη = p(1 − p) over the tasks (estimators.logit_slope)
+    design_effect: float  # V(clustered) / V(tasks independent)
+    units: int  # G
+
+
+def cluster_share(rates: Sequence[float], slope: float, clusters: Sequence[Hashable] | None,
+                  mult: Sequence[int] | None = None) -> ClusterShare | None:
+    """The ClusterShare of per-task pass@1 rates (or paired differences of them), pass@1's
+    mean slope dp/dη given; None without clusters, or below two."""
     if clusters is None:
         return None
-    _, clustered = task_mean(rates, trials, clusters, mult)
-    _, independent = task_mean(rates, trials, None, mult)
-    if clustered is None or independent is None:
+    m = E.mean(rates, mult)
+    centred = [s - m for s in rates]
+    clustered = I.population_variance(centred, clusters, mult)
+    alone = I.population_variance(centred, None, mult)
+    if clustered is None or alone is None:
         return None
-    return clustered.variance / independent.variance
+    (vc, df), va = clustered, alone[0]
+    return ClusterShare(max(vc - va, 0.0), vc, df, slope,
+                        vc / va if va > 0 else 1.0, units(0, clusters))
+
+
+def shared_spread(values: Sequence[float], trials: Sequence[float], floor: float,
+                  share: ClusterShare | None, slope: float | None,
+                  mult: Sequence[int] | None = None) -> tuple[I.Spread | None, float]:
+    """(the floored spread of the task mean of per-task `values`, the clusters' part of its
+    variance). Tasks independent (share None): sd²/T, df T − 1. Else that plus the clusters'
+    share carried by the slope ratio (ClusterShare), with the Satterthwaite df of the two parts:
+    the tasks' 2T/(κ − 1) (κ their kurtosis: T − 1 for normal values, about twice the count of
+    the tasks that carry a rare value) and G − 1, between 1 and T − 1."""
+    m = E.mean(values, mult)
+    centred = [x - m for x in values]
+    alone = I.population_variance(centred, None, mult)
+    if alone is None or share is None:
+        return I.spread(alone, floor), 0.0
+    ratio = (slope / share.slope) ** 2 if share.slope > 0 else 1.0
+    between = ratio * share.excess
+    variance = alone[0] + between
+    parts = alone[0] ** 2 / _tasks_df(centred, alone[1], mult) + \
+        (ratio * share.clustered) ** 2 / share.df
+    df = variance * variance / parts if parts > 0 else alone[1]
+    return I.spread((variance, min(max(df, 1.0), alone[1])), floor), between
+
+
+def _tasks_df(centred: Sequence[float], df: float, mult: Sequence[int] | None) -> float:
+    """The df of the tasks-independent variance, 2T/(κ − 1) (Satterthwaite), at most T − 1."""
+    m2 = I.task_sum([e * e for e in centred], mult)
+    m4 = I.task_sum([e ** 4 for e in centred], mult)
+    T = I.task_count(centred, mult)
+    kurtosis = T * m4 / (m2 * m2) if m2 > 0 else 3.0
+    return min(2 * T / (kurtosis - 1), df) if kurtosis > 1 else df
 
 
 def task_mean_interval(values: Sequence[float], trials: Sequence[float],
-                       clusters: Sequence[Hashable] | None = None,
-                       borrowed: float | None = None, mult: Sequence[int] | None = None
+                       share: ClusterShare | None = None, slope: float | None = None,
+                       mult: Sequence[int] | None = None, clustered: bool = False
                        ) -> list[float] | None:
     """The population interval of the task mean of per-task values (pass@k, pass^k, k/k);
-    `mult` as in pass_at_1.
-
-    With clusters, the variance is never below the tasks-independent one times `borrowed`, the
-    design effect of pass@1 (design_effect): the clusters' shared effect on the success rate
-    carries into every function of it, and pass@1's cluster variance is the one a few clusters
-    estimate stably. pass@k and pass^k of large k are skewed; from 8 clusters their own CR1
-    variance alone covered 89–92% (tests/test_calibration.py)."""
-    m, s = task_mean(values, trials, clusters, mult)
-    if s is not None and clusters is not None and borrowed is not None:
-        _, alone = task_mean(values, trials, None, mult)
-        s = I.Spread(max(s.variance, alone.variance * borrowed), s.df)
+    `mult` as in pass_at_1. Tasks independent: Korn–Graubard (rate_interval). With --cluster
+    (`clustered`; null below two clusters): the clusters' share (cluster_share) carried by x's
+    mean slope dx/dη, and the interval that holds each part's dependence on the value
+    (shared_interval); at an estimate of 0 or 1 the exact interval of T / design effect units,
+    between G and T."""
+    if not values or clustered and share is None:
+        return None
+    m = E.mean(values, mult)
+    s, between = shared_spread(values, trials, I.floor_variance(values, trials, False, mult),
+                               share, slope, mult)
     T = I.task_count(values, mult)
-    return I.rate_interval(m, s, I.task_sum(trials, mult), units=units(T, clusters))
+    if share is None:
+        return I.rate_interval(m, s, I.task_sum(trials, mult), units=T)
+    if s is not None and 0 < m < 1:
+        return I.shared_interval(m, s, between)
+    whole = min(max(T / share.design_effect, share.units), T)
+    return I.rate_interval(m, s, I.task_sum(trials, mult), units=whole)
 
 
 def paired_pass_at_1(base: tuple[Sequence[int], Sequence[int]],
@@ -136,30 +191,13 @@ def paired_pass_at_1(base: tuple[Sequence[int], Sequence[int]],
 
 
 def paired_task_mean(base: Sequence[float], new: Sequence[float], trials: Sequence[float],
-                     clusters: Sequence[Hashable] | None = None, borrowed: float | None = None
-                     ) -> tuple[float | None, I.Spread | None]:
+                     share: ClusterShare | None = None, slope: float | None = None,
+                     clustered: bool = False) -> tuple[float | None, I.Spread | None]:
     """Mean of NEW − BASE per-task values and its population spread (floors of both added);
-    with clusters, CR1 and never below the tasks-independent variance times `borrowed` (the
-    design effect of Δpass@1, as in task_mean_interval)."""
-    if not base:
+    with --cluster (`clustered`), the clusters' share of Δpass@1 (paired_share) carried by the
+    slope ratio, as in task_mean_interval (null below two clusters)."""
+    if not base or clustered and share is None:
         return None, None
     d = [y - x for x, y in zip(base, new)]
-    delta = math.fsum(d) / len(d)
     floor = I.floor_variance(base, trials, False) + I.floor_variance(new, trials, False)
-    s = I.spread(I.population_variance([x - delta for x in d], clusters), floor)
-    if s is not None and clusters is not None and borrowed is not None:
-        alone = I.spread(I.population_variance([x - delta for x in d]), floor)
-        s = I.Spread(max(s.variance, alone.variance * borrowed), s.df)
-    return delta, s
-
-
-def paired_design_effect(base: Sequence[float], new: Sequence[float], trials: Sequence[float],
-                         clusters: Sequence[Hashable] | None) -> float | None:
-    """design_effect of the per-task differences of pass@1 (compare --cluster)."""
-    if clusters is None:
-        return None
-    _, clustered = paired_task_mean(base, new, trials, clusters)
-    _, independent = paired_task_mean(base, new, trials)
-    if clustered is None or independent is None:
-        return None
-    return clustered.variance / independent.variance
+    return math.fsum(d) / len(d), shared_spread(d, trials, floor, share, slope)[0]

@@ -36,6 +36,36 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return prod
 
 
+def logit_slope(ns: Sequence[int], cs: Sequence[int], kind: str, k: int | None,
+                mult: Sequence[int] | None = None) -> float:
+    """The mean over tasks of dx/dη (η = logit p) of x = pass^k (`kind` "hat"; k = 1: pass@1),
+    pass@k ("at"), or, with k None, p^n_i (the k/k indicator's mean, each task at its own n),
+    from unbiased moments: k(E[p^k] − E[p^(k+1)]) and k(E[(1−p)^k] − E[(1−p)^(k+1)]), each
+    E[·] the mean of pass^j (or 1 − pass@j) over the tasks. A moment above some task's n is
+    extrapolated, m_(j+1) = m_j² / m_(j−1): by Cauchy–Schwarz a bound below it, so the slope
+    errs large (the interval wide). Rows and `mult` as in mean()."""
+    if k is None:
+        parts = [(sum(mult[i] for i in rows) if mult else len(rows),
+                  logit_slope([ns[i] for i in rows], [cs[i] for i in rows], "hat", n,
+                              [mult[i] for i in rows] if mult else None))
+                 for n, rows in _rows_by_n(ns).items()]
+        return math.fsum(w * x for w, x in parts) / sum(w for w, _ in parts)
+    one = pass_hat_k if kind == "hat" else (lambda n, c, j: 1.0 - pass_at_k(n, c, j))
+    top = min(ns)
+    moments = [mean([one(n, c, j) for n, c in zip(ns, cs)], mult) for j in range(max(k - 1, 0),
+                                                                                   min(k + 1, top) + 1)]
+    if k + 1 > top:  # m_(k+1) = m_k² / m_(k−1)
+        moments.append(moments[-1] ** 2 / moments[-2] if moments[-2] > 0 else 0.0)
+    return k * (moments[-2] - moments[-1])
+
+
+def _rows_by_n(ns: Sequence[int]) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for i, n in enumerate(ns):
+        out.setdefault(n, []).append(i)
+    return out
+
+
 def mean(xs: Sequence[float], mult: Sequence[int] | None = None) -> float | None:
     """The mean over tasks of per-row values, each row standing for `mult` tasks (None: one
     each); None without a row."""
@@ -44,14 +74,6 @@ def mean(xs: Sequence[float], mult: Sequence[int] | None = None) -> float | None
     if mult is None:
         return math.fsum(xs) / len(xs)
     return math.fsum(map(mul, xs, mult)) / sum(mult)
-
-
-def sd(xs: Sequence[float]) -> float | None:
-    """Sample standard deviation (n - 1); None below two values."""
-    if len(xs) < 2:
-        return None
-    m = math.fsum(xs) / len(xs)
-    return math.sqrt(math.fsum((x - m) ** 2 for x in xs) / (len(xs) - 1))
 
 
 def correlation(xs: Sequence[float], ys: Sequence[float]) -> float | None:

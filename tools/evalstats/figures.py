@@ -5,11 +5,12 @@ whichever contrasts more with the cell (core.figures.contrast)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from endstate.core.figures.contrast import text_colour
-from endstate.evalstats.render import _all_label, pct, row_k, top_kmax
+from endstate.evalstats.render import _all_label, cross_metrics, pct, row_k, top_kmax
 
 FRONT, OTHER = "#1f5fa8", "#6b7480"  # frontier points; the others (both read on white)
 
@@ -29,8 +30,10 @@ def save(fig, path) -> None:
 
 
 def short(label: str, width: int = 28) -> str:
-    """A label that fits a plot: a long one (a checkpoint's path) keeps its end."""
-    return label if len(label) <= width else "…" + label[-(width - 1):]
+    """A label that fits a plot: a long one (a checkpoint's path) keeps its end; a `$` is a
+    dollar sign, never the start of matplotlib's math (a name could not be drawn)."""
+    label = label if len(label) <= width else "…" + label[-(width - 1):]
+    return label.replace("$", r"\$")
 
 
 def shorts(labels, width: int = 28) -> dict[str, str]:
@@ -47,7 +50,8 @@ def shorts(labels, width: int = 28) -> dict[str, str]:
         for label, mine in zip(same, parts):
             differ = [p for i, p in enumerate(mine[:-2])
                       if any(len(other) <= i or other[i] != p for other in parts if other is not mine)]
-            out[label] = "/".join([*differ, "…", *mine[-2:]]) if differ else label
+            out[label] = ("/".join([*differ, "…", *mine[-2:]]) if differ else label
+                          ).replace("$", r"\$")
     return out
 
 
@@ -84,11 +88,17 @@ def colourbar(fig, im, ax, signed: bool = False):
     return bar
 
 
-def draw_frontier(ax, by_model: dict[str, Any], arrows: Sequence[tuple[str, str]] = ()) -> None:
-    """Cost per successful attempt against pass@1, one point per model, the Pareto frontier
-    dashed, and an arrow from each BASE to its NEW (base → trained)."""
-    models = {m: (g["pass_at_1"], g["cost"]["per_success_usd"]) for m, g in by_model.items()
-              if g["pass_at_1"] is not None and g["cost"]["per_success_usd"] is not None}
+def priced_points(by_policy: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """policy -> (pass@1, USD per successful attempt), for the policies that have both."""
+    return {m: (g["pass_at_1"], g["cost"]["per_success_usd"]) for m, g in by_policy.items()
+            if g["pass_at_1"] is not None and g["cost"]["per_success_usd"] is not None}
+
+
+def draw_frontier(ax, by_policy: dict[str, Any], arrows: Sequence[tuple[str, str]] = ()) -> None:
+    """Cost per successful attempt against pass@1, one point per policy (two prompting policies
+    of one model are two points), the Pareto frontier dashed, and an arrow from each BASE to
+    its NEW (base → trained)."""
+    models = priced_points(by_policy)
     if not models:
         ax.text(0.5, 0.5, "no cost data\n(cost_usd or --price)", ha="center", va="center",
                 transform=ax.transAxes)
@@ -115,15 +125,29 @@ def draw_frontier(ax, by_model: dict[str, Any], arrows: Sequence[tuple[str, str]
         ax.margins(0.15)
     ax.set_xlabel("pass@1")
     ax.set_ylabel("USD per successful attempt")
-    ax.set_title("cost vs pass@1 by model")
+    ax.set_title("cost vs pass@1 by policy")
+
+
+def domain_groups(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The rows of the domain heatmap: each policy's domains (by_policy.by_domain; named
+    `domain · policy` when there are several policies, never pooled over them), else by_domain,
+    else overall."""
+    by_policy = report.get("by_policy") or {}
+    nested = {p: g["by_domain"] for p, g in by_policy.items() if "by_domain" in g}
+    if nested:
+        names = shorts(nested, 24)
+        return {(d if len(nested) == 1 else f"{d} · {names[p]}"): g
+                for p, domains in nested.items() for d, g in domains.items()}
+    return report.get("by_domain") or {"overall": report["overall"]}
 
 
 def draw_domains(fig, ax, report: dict[str, Any]) -> None:
-    """Domain × metric heatmap (pass@1, pass@k, pass^k, k/k at the largest k), in percent."""
-    groups = report.get("by_domain") or {"overall": report["overall"]}
+    """Domain × metric heatmap (pass@1, pass@k, pass^k, k/k at the largest k), in percent, per
+    policy (domain_groups)."""
+    groups = domain_groups(report)
     kmax = top_kmax(report)
     cols = ["pass@1", *([f"pass@{kmax}", f"pass^{kmax}"] if kmax else []),
-            _all_label(report["overall"]["observed_all"]["k"])]
+            _all_label(row_k(groups))]
     values = [[g["pass_at_1"], *([g["pass_at_k"].get(kmax), g["pass_hat_k"].get(kmax)]
                                  if kmax else []), g["observed_all"]["fraction"]]
               for g in groups.values()]
@@ -132,31 +156,31 @@ def draw_domains(fig, ax, report: dict[str, Any]) -> None:
     colourbar(fig, im, ax)
 
 
-def metrics_figure(report: dict[str, Any], by_model: dict[str, Any],
-                   arrows: Sequence[tuple[str, str]] = ()):
-    """summary --plot: left the frontier, right the domain × metric heatmap."""
+def metrics_figure(report: dict[str, Any], arrows: Sequence[tuple[str, str]] = ()):
+    """summary --plot: left the frontier (report's by_policy), right the domain × metric
+    heatmap."""
     fig, (left, right) = _pyplot().subplots(1, 2, figsize=(12, 4.8), dpi=110)
-    draw_frontier(left, by_model, arrows)
+    draw_frontier(left, report["by_policy"], arrows)
     draw_domains(fig, right, report)
     fig.tight_layout()
     return fig
 
 
-def plot_metrics(report, by_model, path, arrows=()) -> None:
-    save(metrics_figure(report, by_model, arrows), path)
+def plot_metrics(report, path, arrows=()) -> None:
+    save(metrics_figure(report, arrows), path)
 
 
 def domains_figure(report: dict[str, Any]):
-    fig, ax = _pyplot().subplots(figsize=(6.4, 1.4 + 0.45 * len(report.get("by_domain") or [1])),
+    fig, ax = _pyplot().subplots(figsize=(6.4, 1.4 + 0.45 * len(domain_groups(report))),
                                  dpi=110)
     draw_domains(fig, ax, report)
     fig.tight_layout()
     return fig
 
 
-def frontier_figure(by_model: dict[str, Any], arrows: Sequence[tuple[str, str]] = ()):
+def frontier_figure(by_policy: dict[str, Any], arrows: Sequence[tuple[str, str]] = ()):
     fig, ax = _pyplot().subplots(figsize=(6.4, 4.6), dpi=110)
-    draw_frontier(ax, by_model, arrows)
+    draw_frontier(ax, by_policy, arrows)
     fig.tight_layout()
     return fig
 
@@ -165,10 +189,7 @@ def cross_figure(report: dict[str, Any], first: str, second: str):
     """The first × second table as heatmaps (pass@1, pass@k, k/k), one panel per metric."""
     rows = report[f"by_{first}"]
     cols = sorted({c for g in rows.values() for c in g.get(f"by_{second}", {})})
-    kmax = top_kmax(report)
-    metrics = [("pass@1", lambda g: g["pass_at_1"]),
-               *([(f"pass@{kmax}", lambda g: g["pass_at_k"].get(kmax))] if kmax else []),
-               (_all_label(row_k(rows)), lambda g: g["observed_all"]["fraction"])]
+    metrics = cross_metrics(top_kmax(report), row_k(rows))
     fig, axes = _pyplot().subplots(1, len(metrics), dpi=110, squeeze=False,
                                    figsize=(3.2 + 1.1 * len(cols) * len(metrics),
                                             1.4 + 0.5 * len(rows)), layout="constrained")
@@ -212,41 +233,63 @@ def plot_compare(report: dict[str, Any], path) -> None:
     save(compare_figure(report), path)
 
 
-TALLY_ROWS = 60  # tasks drawn in the tally figure; the table lists every task
+OUTCOME_ROWS = 60  # bars drawn when no --task is named; the table lists every task
+SUCCESS, UNGRADED = "#2a7d3f", "#b8bec6"
+CATEGORIES = ["#b34700", "#6a3d9a", "#1f5fa8", "#8c564b", "#c2185b", "#4d4d4d", "#7f7f00"]
 
 
-def tally_figure(records: Sequence[dict[str, Any]]):
-    """Per task (rows) and policy (bars): successes / n, the figure of "solved in 15 of 20"."""
+def outcome_parts(record: dict[str, Any]) -> list[tuple[str, int]]:
+    """(outcome, attempts) of one (policy, task): its successes, then its failed attempts by the
+    checks that failed in them (the graded episodes'), or one "failed" without them; failed
+    attempts no graded episode accounts for are "not graded"."""
+    parts = [("success", record["successes"])]
+    failed = record["n"] - record["successes"]
+    if record.get("failures") is None:
+        return parts + [("failed", failed)]
+    for kind in record["failures"]:
+        parts.append((" + ".join(kind["checks"]) or "failed, no check failed", kind["count"]))
+        failed -= kind["count"]
+    return parts + ([("not graded", failed)] if failed > 0 else [])
+
+
+def outcomes_figure(records: Sequence[dict[str, Any]], tasks: Sequence[str] = ()):
+    """The study's per-task figure: for each task (`tasks`, else the first ones) one bar per
+    policy, its clean attempts split by outcome (outcome_parts), labelled successes / n."""
     plt = _pyplot()
     policies = list(dict.fromkeys(r["policy"] for r in records))
-    tasks = list(dict.fromkeys(r["task_id"] for r in records))
-    shown = tasks[:TALLY_ROWS]
+    every = list(dict.fromkeys(r["task_id"] for r in records))
+    shown = list(tasks) or every[:max(1, OUTCOME_ROWS // max(len(policies), 1))]
     by_key = {(r["policy"], r["task_id"]): r for r in records}
-    height = 0.8 / max(len(policies), 1)
-    names = shorts(policies, 40)
-    fig, ax = plt.subplots(figsize=(8, 1.4 + 0.22 * len(shown) * max(len(policies), 1) ** 0.5 + 0.3),
-                           dpi=110, layout="constrained")
-    colours = ["#1f5fa8", "#b34700", "#2a7d3f", "#6a3d9a", "#4d4d4d"]
-    for j, policy in enumerate(policies):
-        for i, task_id in enumerate(shown):
-            r = by_key.get((policy, task_id))
-            if r is None or not r["n"]:
-                continue
-            y = i + (j - (len(policies) - 1) / 2) * height
-            share = r["successes"] / r["n"]
-            ax.barh(y, share, height=height * 0.9, color=colours[j % len(colours)],
-                    label=names[policy] if i == 0 else None)
-            ax.text(share + 0.01, y, f"{r['successes']}/{r['n']}", va="center", fontsize=6,
-                    color="black")
-    ax.set_yticks(range(len(shown)), [short(t, 36) for t in shown], fontsize=7)
+    rows = [(t, p) for t in shown for p in policies if by_key.get((p, t), {}).get("n")]
+    kinds = Counter()
+    for key in rows:
+        kinds.update({kind: n for kind, n in outcome_parts(by_key[key[::-1]])[1:]})
+    colour = {"success": SUCCESS, "not graded": UNGRADED,
+              **{k: CATEGORIES[i % len(CATEGORIES)] for i, (k, _) in
+                 enumerate(kinds.most_common()) if k != "not graded"}}
+    names = shorts(policies, 30)
+    fig, ax = plt.subplots(figsize=(8.5, 1.6 + 0.28 * len(rows)), dpi=110, layout="constrained")
+    drawn = set()
+    for y, (task_id, policy) in enumerate(rows):
+        r, left = by_key[(policy, task_id)], 0.0
+        for kind, n in outcome_parts(r):
+            if n:
+                ax.barh(y, n / r["n"], left=left, height=0.8, color=colour[kind],
+                        label=None if kind in drawn else kind)
+                drawn.add(kind)
+                left += n / r["n"]
+        ax.text(left + 0.01, y, f"{r['successes']}/{r['n']}", va="center", fontsize=7,
+                color="black")
+    ax.set_yticks(range(len(rows)), [short(t, 36) + (f" · {names[p]}" if len(policies) > 1 else "")
+                                      for t, p in rows], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlim(0, 1.12)
-    ax.set_xlabel("successes / clean attempts")
-    more = f" (first {len(shown)} of {len(tasks)} tasks)" if len(shown) < len(tasks) else ""
-    ax.set_title(f"per-task tally{more}")
-    if ax.get_legend_handles_labels()[0]:  # above the bars, never over them
-        fig.legend(frameon=False, fontsize=7, loc="outside upper center",
-                   ncol=min(len(policies), 3))
+    ax.set_xlim(0, 1.15)
+    ax.set_xlabel("share of clean attempts")
+    more = (f" (first {len(shown)} of {len(every)} tasks; --task picks)"
+            if not tasks and len(shown) < len(every) else "")
+    ax.set_title(f"outcomes per task{more}")
+    if drawn:  # above the bars, never over them
+        fig.legend(frameon=False, fontsize=7, loc="outside upper center", ncol=3)
     ax.spines[["top", "right"]].set_visible(False)
     return fig
 

@@ -21,8 +21,19 @@ MISSING = "(none)"  # the group of tasks without a value of a --by field
 TASK_FIELDS = ("domain", "template", "tags", "split")
 POLICY = "policy"  # --by policy: not a record field, the policy of each attempt (tally.py)
 
-TaskCounts = dict[str, Counts]  # task_id -> its attempts in one group
 _new_counts = tuple.__new__  # Counts(...) without its Python-level __new__
+
+
+class TaskCounts(dict):
+    """task_id -> its attempts (Counts) in one group; `policies`: the numbers of the policies
+    whose attempts it holds (a group of several pools them: per task, their attempts are one
+    sample of no policy)."""
+
+    __slots__ = ("policies",)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.policies: set[int] = set()
 
 
 class FieldConflict(ValueError):
@@ -134,9 +145,10 @@ def cross_tasks(t: Tally, by: Sequence[tuple[str | None, Mapping[str, Any] | Non
         if into is None:
             per_field = (value,) if len(getters) == 1 else value
             combos = _combinations([names(v) for (_, names), v in zip(fields, per_field)])
-            into = targets[value] = [groups.setdefault(c, {}) for c in combos]
+            into = targets[value] = [groups.setdefault(c, TaskCounts()) for c in combos]
         values, tid = cell_values(cell), key[0]
         for tasks in into:
+            tasks.policies.add(key[1])
             mine = tasks.get(tid)
             tasks[tid] = _new_counts(Counts, values if mine is None else _sum(mine, values))
     return groups

@@ -150,6 +150,32 @@ def rate_interval(estimate: float | None, s: Spread | None, trials: float, cap: 
     return [round(lo, 12), round(hi, 12)]  # 1.5e-90 and 0.9999999999999998 are 0 and 1 to a reader
 
 
+def shared_interval(estimate: float, s: Spread, clusters: float) -> list[float]:
+    """The 95% interval of a clustered rate p in (0, 1) whose variance V has a part B from the
+    clusters (the rest, A = V − B, from the tasks): {θ : (p − θ)² ≤ t²·V(θ)}, V(θ) = A·w + B·w²,
+    w = θ(1 − θ)/(p(1 − p)). The tasks' part scales with θ like a binomial's; the clusters'
+    part is a shift of the logit, whose effect on a rate is proportional to θ(1 − θ). Held at
+    its value p, a rare rate's interval was too short above whenever the tasks drawn happened
+    to be hard: CR1 or the Korn–Graubard interval of V covered 90–92% there."""
+    t2 = _t975(s.df) ** 2
+    tasks, q = max(s.variance - clusters, 0.0), estimate * (1 - estimate)
+
+    def inside(theta: float) -> bool:
+        w = theta * (1 - theta) / q
+        return (estimate - theta) ** 2 <= t2 * (tasks * w + clusters * w * w)
+
+    def edge(end: float) -> float:
+        if inside(end):
+            return end
+        near, far = estimate, end
+        for _ in range(60):  # bisection to below 1e-18: the interval's ends to the last bit
+            middle = (near + far) / 2
+            near, far = (middle, far) if inside(middle) else (near, middle)
+        return near
+
+    return [round(edge(0.0), 12), round(edge(1.0), 12)]
+
+
 def difference_interval(delta: float | None, s: Spread | None) -> list[float] | None:
     """delta ± t_{0.975, df}·SE, clipped to [−1, 1]."""
     if delta is None or s is None:

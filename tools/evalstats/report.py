@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import base64
 import io
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
@@ -65,46 +67,67 @@ def png(figure) -> str:
 
 
 def build(metrics: dict, comparisons: list[tuple[str, str, dict]], tally: list[dict],
-          arrows: list[tuple[str, str]], facts: list[str], graded: bool) -> Page:
+          arrows: list[tuple[str, str]], facts: list[str], graded: bool,
+          names: dict[str, str] | None = None, tasks: Sequence[str] = ()) -> Page:
     """The page of a study: metrics (summary's object, by policy and, when the records have
-    one, by domain), the comparisons (BASE, NEW, compare's object), the per-task tally."""
+    one, by domain), the comparisons (BASE, NEW, compare's object, BASE and NEW named by their
+    policies), the per-task tally. `names`: policy label -> the name the page shows (the JSON
+    blocks keep the labels); `tasks`: the tasks of the outcome figure. A section without data
+    is left out."""
+    names = names or {}
+    shown, tally_shown = renamed(metrics, names), [{**r, "policy": names.get(r["policy"],
+                                                                             r["policy"])}
+                                                    for r in tally]
     page = Page("endstate evaluation report", facts)
-    cross = R.cross_fields(metrics)
     page.data["metrics"] = metrics
+    cross = R.cross_fields(shown)
     if cross:
         page.add(f"{cross[0]} × {cross[1]}",
                  Text("Pooled pass@1, pass@k at the largest k and the share of tasks solved in "
                       "every attempt (k/k), in percent; the best of each column bold, the second "
-                      "underlined."),
-                 Table(R.cross_table, metrics), Figure(f"{cross[0]} × {cross[1]} heatmaps",
-                                                       F.cross_figure(metrics, *cross)))
-    listing = {"overall": metrics["overall"],
-               **{k: v for k, v in metrics.items() if k.startswith("by_policy")}}
+                      "underlined (a 0 is never marked)."),
+                 Table(R.cross_table, shown), Figure(f"{cross[0]} × {cross[1]} heatmaps",
+                                                     F.cross_figure(shown, *cross)))
+    by_policy = shown.get("by_policy", {})
+    several = metrics["overall"].get("policies", 1) > 1
     page.add("Summary", Text("pass@1 pooled (successes / clean attempts) with its standard error "
-                             "over tasks; `overall` pools every policy."),
-             Table(R.groups_table, _without_nested(listing)))
+                             "over tasks" + ("; the last row pools every policy: it has no "
+                                             "pass@k, pass^k or k/k." if several else ".")),
+             Table(lambda obj, style: R.groups_table(obj, style, overall=several),
+                   _without_nested({"overall": shown["overall"], "by_policy": by_policy})))
     for i, (base, new, report) in enumerate(comparisons):
         page.data[f"compare-{i}"] = report
+        base, new = names.get(base, base), names.get(new, new)
         page.add(f"Comparison: {base} → {new}", Table(R.compare_rates_table, report),
                  Table(R.compare_cost_table, report) if R.compare_cost_table(report) else None,
                  Figure(f"{base} → {new}", F.compare_figure(report)))
-    by_policy = metrics.get("by_policy", {})
-    page.add("Cost vs pass@1", Figure("cost per successful attempt against pass@1",
-                                      F.frontier_figure(by_policy, arrows)))
-    if "by_domain" in metrics:
-        page.add("By domain, all policies pooled",
-                 Figure("domain × metric heatmap", F.domains_figure(metrics)))
+    if F.priced_points(by_policy):
+        page.add("Cost vs pass@1", Figure("cost per successful attempt against pass@1",
+                                          F.frontier_figure(by_policy, [
+                                              (names.get(b, b), names.get(n, n))
+                                              for b, n in arrows])))
+    if any("by_domain" in g for g in by_policy.values()):
+        page.add("By domain, per policy",
+                 Figure("domain × metric heatmap", F.domains_figure(shown)))
     page.data["tally"] = tally
-    where = ("the checks that failed most come from the graded episodes given (--graded)"
-             if graded else "attempt records carry no checks: pass the graded episodes "
-             "(--graded) to see which checks failed")
-    page.add("Per-task tally", Text(f"Successes out of clean attempts per task; {where}."),
-             Figure("per-task tally", F.tally_figure(tally)), Table(R.tally_table, tally))
+    where = ("the failed attempts split by the checks that failed in them, from the graded "
+             "episodes given (--graded)" if graded else "attempt records carry no checks: pass "
+             "the graded episodes (--graded) to split the failures by the checks that failed")
+    page.add("Per-task outcomes", Text(f"Successes out of clean attempts per task; {where}."),
+             Figure("outcomes per task", F.outcomes_figure(tally_shown, tasks)),
+             Table(R.tally_table, tally_shown))
     page.add("Difficulty posteriors",
              Text("Each task's Jeffreys posterior Beta(c + ½, n − c + ½), coloured by the "
                   "difficulty band holding most of its mass (bucket's default bands)."),
-             Figure("posteriors", F.posteriors_figure(tally)))
+             Figure("posteriors", F.posteriors_figure(tally_shown)))
     return page
+
+
+def renamed(metrics: dict, names: dict[str, str]) -> dict:
+    """The metrics object with its by_policy groups under the names the page shows."""
+    if "by_policy" not in metrics:
+        return metrics
+    return {**metrics, "by_policy": {names.get(k, k): g for k, g in metrics["by_policy"].items()}}
 
 
 def _without_nested(report: dict) -> dict:
@@ -133,24 +156,36 @@ def html(page: Page) -> str:
                 parts.append(f'<img alt="{escape(item.alt)}" '
                              f'src="data:image/png;base64,{png(item.figure)}">')
     for name, obj in page.data.items():
-        blob = orjson.dumps(obj).decode().replace("</", "<\\/")
-        parts.append(f'<script type="application/json" id="{name}">{blob}</script>')
+        parts.append(f'<script type="application/json" id="{name}">{script_json(obj)}</script>')
     parts.append(f'<p class="facts">endstate {__version__}</p></body></html>\n')
     return "\n".join(parts)
 
 
+def script_json(obj: Any) -> str:
+    """JSON that a <script> element holds as it is: no `<`, `>` or `&` (as \\u escapes, the
+    same JSON). `</` alone was not enough: a name holding `<!--<script>` put the parser in a
+    state where `</script>` no longer ends the element, and the rest of the page was lost."""
+    return (orjson.dumps(obj).decode().replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("&", "\\u0026"))
+
+
 def markdown(page: Page) -> str:
-    parts = [f"# {page.title}", "", *(f"{f}  " for f in page.facts), ""]
+    """The page in Markdown: every name escaped (render.md_escape), the JSON in a fence no
+    backtick run inside it can close."""
+    parts = [f"# {page.title}", "", *(f"{R.md_escape(f)}  " for f in page.facts), ""]
     for heading, items in page.sections:
-        parts += [f"## {heading}", ""]
+        parts += [f"## {R.md_escape(heading)}", ""]
         for item in items:
             if isinstance(item, Text):
-                parts += [item.text, ""]
+                parts += [R.md_escape(item.text), ""]
             elif isinstance(item, Table):
                 parts += [item.render(item.obj, style="markdown"), ""]
             else:
-                parts += [f"![{item.alt}](data:image/png;base64,{png(item.figure)})", ""]
+                parts += [f"![{R.md_escape(item.alt)}](data:image/png;base64,{png(item.figure)})",
+                          ""]
     parts += ["## The JSON behind every number", ""]
     for name, obj in page.data.items():
-        parts += [f"`{name}`:", "", "```json", orjson.dumps(obj).decode(), "```", ""]
+        blob = orjson.dumps(obj).decode()
+        fence = "`" * max(3, 1 + max((len(run) for run in re.findall("`+", blob)), default=0))
+        parts += [f"`{name}`:", "", f"{fence}json", blob, fence, ""]
     return "\n".join(parts)

@@ -10,26 +10,28 @@ import click
 from endstate.core.cli import ranges
 from endstate.core.cli.command import bundled, common_options
 from endstate.core.console import stdio
-from endstate.core.errors import EndstateError, ExitCode
+from endstate.core.errors import EndstateError, ExitCode, FileError
 from endstate.core.records.jsonl import write_jsonl
 from endstate.evalstats import groups as G
 from endstate.evalstats import render
 from endstate.evalstats import task_tally as TT
 from endstate.evalstats.intervals import POPULATION
-from endstate.evalstats.view import (
+from endstate.evalstats.options import (
     Reading,
-    View,
     check_cluster,
     cluster_option,
-    compare_files,
     duplicates_option,
-    parse_ks,
+    ks_option,
     price_option,
-    read_tasks,
     reading_options,
-    tally_files,
     task_file_option,
     workers_option,
+)
+from endstate.evalstats.study import (
+    Study,
+    compare_files,
+    read_tasks,
+    tally_files,
 )
 
 graded_option = click.option(
@@ -44,15 +46,16 @@ def _tally(files, graded_files, tasks_file, reading: Reading, skip, top: int):
     """(the Tally of the attempts, the tally records, whether checks were read)."""
     tasks = read_tasks(tasks_file, skip) if tasks_file else None
     tally = tally_files(list(files), ["domain"], {}, None, skip, reading)
-    view = View(tally, tasks, None, reading.estimand)
-    checks = None
+    study = Study(tally, tasks, None, reading.estimand)
+    checks = outcomes = None
     if graded_files:
-        checks, seen = TT.failed_checks(list(graded_files), skip, reading.workers)
+        checks, seen, outcomes = TT.failed_checks(list(graded_files), skip, reading.workers)
         stray = TT.unmatched(tally, seen)
         if stray:
             click.echo(f"evalstats: {stray} clean graded episode(s) match no attempt's (policy, "
                        "task_id): their checks are not counted", err=True)
-    return tally, TT.task_tally(tally, view.property("domain"), checks, top), checks is not None
+    return tally, TT.task_tally(tally, study.property("domain"), checks, top, outcomes), \
+        checks is not None
 
 
 @click.command()
@@ -98,6 +101,21 @@ class PageOptions:
     cluster: str | None
     prices: dict
     top: int
+    labels: tuple[tuple[str, str], ...]
+    task_ids: tuple[str, ...]
+
+
+def parse_labels(ctx, param, values) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for value in values:
+        path, sep, name = value.rpartition("=")
+        if not sep or not path or not name.strip():
+            raise click.BadParameter(f"{value!r}: expected PATH=NAME, a model as the attempts "
+                                     "record it (a checkpoint's path) or an attempt file, and "
+                                     "the name the page gives it, e.g. out/grpo/checkpoints/"
+                                     "step-000050/hf=trained")
+        pairs.append((path, name.strip()))
+    return tuple(pairs)
 
 
 @click.command()
@@ -112,12 +130,17 @@ class PageOptions:
               help="Attempt files of a base and a new run (trained): their paired comparison, "
               "and an arrow from BASE to NEW on the frontier (repeatable; both join FILES).")
 @graded_option
-@click.option("--k", "ks", callback=parse_ks, metavar="K,K,...",
-              help="k values of pass@k and pass^k.  [default: 1, 5 and the largest common "
-              "repeat count]")
+@ks_option
 @cluster_option
 @price_option
 @top_option
+@click.option("--label", "labels", multiple=True, callback=parse_labels, metavar="PATH=NAME",
+              help="Show a policy under NAME: PATH is its model as the attempts record it (a "
+              "checkpoint's path) or an attempt file of that one policy (repeatable).  "
+              "[default: a grpo checkpoint's run and step, e.g. `grpo step 50`; else the model]")
+@click.option("--task", "task_ids", multiple=True, metavar="ID",
+              help="A task the outcome figure draws (repeatable).  [default: the first tasks, "
+              "up to 60 bars]")
 @reading_options
 @bundled("page", PageOptions)
 def report(files, page: PageOptions, reading: Reading, skip):
@@ -125,9 +148,10 @@ def report(files, page: PageOptions, reading: Reading, skip):
 
     The policies × domains table (best per column bold, second underlined), the summary, the
     comparison of each --compare BASE NEW (with cost per success and per reliable task and the
-    % change), the frontier (cost vs pass@1, base → new arrows), the domain heatmaps, the
-    per-task tally (with --graded: the checks that failed most) and the posteriors of each
-    task's success rate. Every number is formatted from the JSON objects summary, compare and
+    % change), the frontier (cost vs pass@1, base → new arrows), the domain heatmaps per
+    policy, the outcomes per task (with --graded: the failures split by the checks that failed;
+    --task picks the tasks) and the posteriors of each task's success rate; a section without
+    data is left out. Every number is formatted from the JSON objects summary, compare and
     tally print; the page carries them. See docs/evalstats.md.
 
     \b
@@ -148,45 +172,90 @@ def report(files, page: PageOptions, reading: Reading, skip):
         raise EndstateError(f"evalstats report: no attempt records in {', '.join(paths)}; "
                             "give the attempt files probe wrote", ExitCode.USAGE)
     metrics = _metrics(paths, tasks, page, reading, skip)
+    names = display_names(tally, page.labels, lambda path: _file_policy(tally, path, reading,
+                                                                        skip))
+    _check_tasks(page.task_ids, records)
+    by = ["domain"] if any("by_domain" in g for g in metrics["by_policy"].values()) else []
     comparisons, arrows = [], []
     for base, new in page.pairs:
-        by = ["domain"] if "by_domain" in metrics else []
-        comparisons.append((base, new, compare_files(base, new, by, None, page.cluster,
-                                                     page.prices, reading, skip)))
-        arrow = _arrow(tally, base, new, reading, skip)
-        if arrow:
-            arrows.append(arrow)
+        ends = [_file_policy(tally, path, reading, skip) for path in (base, new)]
+        report = compare_files(base, new, by, None, page.cluster, page.prices, reading, skip)
+        comparisons.append((ends[0] or base, ends[1] or new, report))
+        if all(ends) and ends[0] != ends[1]:
+            arrows.append((ends[0], ends[1]))
     facts = [f"{len(paths)} attempt file(s): {', '.join(paths)}",
              f"{metrics['overall']['tasks']} tasks, {len(G.policy_labels(tally))} policies, "
              f"estimand {reading.estimand}" + (f", clustered by {page.cluster}" if page.cluster
-                                                else "")]
-    built = P.build(metrics, comparisons, records, arrows, facts, graded)
+                                                else ""),
+             *(f"{name}: {label}" for label, name in names.items() if name != label)]
+    built = P.build(metrics, comparisons, records, arrows, facts, graded, names, page.task_ids)
     text = P.html(built) if page.page_format == "html" else P.markdown(built)
-    Path(page.out_file).write_text(text, encoding="utf-8")
+    try:
+        Path(page.out_file).write_text(text, encoding="utf-8")
+    except OSError as e:  # a full disk has no file name: the exit-5 handler said "stdout"
+        raise FileError(f"{page.out_file}: cannot write: {e.strerror or e}") from None
     click.echo(f"evalstats report: wrote {page.out_file}", err=True)
 
 
 def _metrics(paths, tasks, page: PageOptions, reading: Reading, skip) -> dict:
     """summary's object by policy, and by policy × domain when the records have a domain."""
     fields = ["policy", "domain", *([page.cluster] if page.cluster else [])]
-    view = View(tally_files(paths, fields, page.prices, None, skip, reading), tasks, page.cluster,
+    study = Study(tally_files(paths, fields, page.prices, None, skip, reading), tasks, page.cluster,
                 reading.estimand)
-    try:
-        G.check_present(view.tally, ["domain"], tasks)
-        by = ["policy", "domain"]
-    except G.FieldAbsent:
-        by = ["policy"]
-    return view.report(by, page.ks)
+    return study.by_policy(page.ks)
 
 
-def _arrow(tally, base: str, new: str, reading: Reading, skip) -> tuple[str, str] | None:
-    """(BASE's policy label, NEW's) in the page's labels, when each file holds one policy."""
-    labels = G.policy_labels(tally)
-    number = tally.policies
-    ends = []
-    for path in (base, new):
-        own = tally_files([path], [], {}, None, skip, reading).policies
-        if len(own) != 1:
-            return None
-        ends.append(labels[number[next(iter(own))]])
-    return (ends[0], ends[1]) if ends[0] != ends[1] else None
+def _file_policy(tally, path: str, reading: Reading, skip) -> str | None:
+    """The label of the one policy an attempt file holds (None: several, or none)."""
+    own = tally_files([path], [], {}, None, skip, reading).policies
+    if len(own) != 1:
+        return None
+    return G.policy_labels(tally)[tally.policies[next(iter(own))]]
+
+
+def display_names(tally, labels: tuple[tuple[str, str], ...], file_policy) -> dict[str, str]:
+    """policy label -> the name the page shows: a --label's NAME (its PATH a model as recorded,
+    a policy label, or an attempt file of one policy), else default_name; a default two
+    policies share gives way to their labels."""
+    policy_labels = G.policy_labels(tally)
+    models = {policy_labels[pid]: key[0] for key, pid in tally.policies.items()}
+    names: dict[str, str] = {}
+    for depth in range(1, 6):  # the run's folder, then its parents, until no two read alike
+        tried = {label: default_name(label, model, depth) for label, model in models.items()
+                 if label not in names}
+        taken = [*names.values(), *tried.values()]
+        names.update({label: name for label, name in tried.items() if taken.count(name) == 1})
+    names = {label: names.get(label, label) for label in models}
+    for path, name in labels:
+        hits = [label for label, model in models.items() if path in (label, model)]
+        if not hits and (one := file_policy(path) if Path(path).is_file() else None):
+            hits = [one]
+        if not hits:
+            raise EndstateError(f"--label {path}={name}: no policy's model is {path!r}, and it "
+                                "is no attempt file of one policy; the models are "
+                                + ", ".join(sorted(map(str, set(models.values())))),
+                                ExitCode.USAGE)
+        for label in hits:
+            suffix = label[len(str(models[label])):] if label.startswith(str(models[label])) \
+                else ""
+            names[label] = name + suffix
+    return names
+
+
+def default_name(label: str, model, depth: int = 1) -> str:
+    """A grpo checkpoint (…/RUN/checkpoints/step-N/hf) is `RUN step N` (`depth` folders of its
+    run's path, and the label's prompting settings, if any); any other model keeps its label."""
+    parts = str(model).rstrip("/").split("/")
+    if len(parts) >= 4 and parts[-1] == "hf" and parts[-3] == "checkpoints" and \
+            parts[-2].startswith("step-") and parts[-2][5:].isdigit():
+        run = "/".join(parts[max(len(parts) - 3 - depth, 0):-3])
+        return f"{run} step {int(parts[-2][5:])}" + label[len(str(model)):]
+    return label
+
+
+def _check_tasks(task_ids, records) -> None:
+    known = {r["task_id"] for r in records}
+    for task_id in task_ids:
+        if task_id not in known:
+            raise EndstateError(f"--task {task_id}: no attempt of it in the files; e.g. "
+                                + ", ".join(sorted(known)[:3]), ExitCode.USAGE)

@@ -22,15 +22,19 @@ from endstate.evalstats.groups import policy_labels
 from endstate.evalstats.tally import Tally
 
 FailedChecks = dict[tuple[Any, str], Counter]  # (policy key, task_id) -> check id -> failures
+# (policy key, task_id) -> the failed checks of a failed episode (sorted ids) -> episodes
+Outcomes = dict[tuple[Any, str], Counter]
 
 
 def failed_checks(paths: Sequence[str], skip: SkipLog | None = None,
-                  workers: int | None = None) -> tuple[FailedChecks, Counter]:
+                  workers: int | None = None) -> tuple[FailedChecks, Counter, Outcomes]:
     """From graded episodes: per (policy key, task_id) the failures of each check over its
-    clean episodes, and per (policy key, task_id) the clean episodes read (to match them)."""
-    def fold(episodes: Iterable[GradedEpisode]) -> tuple[FailedChecks, Counter]:
+    clean episodes, the clean episodes read (to match them), and the outcome of each failed
+    episode: the set of checks that failed in it (its category: "changed without approval")."""
+    def fold(episodes: Iterable[GradedEpisode]) -> tuple[FailedChecks, Counter, Outcomes]:
         failed: FailedChecks = {}
         seen: Counter = Counter()
+        outcomes: Outcomes = {}
         for e in episodes:
             if e.status != "ok":
                 continue
@@ -38,29 +42,33 @@ def failed_checks(paths: Sequence[str], skip: SkipLog | None = None,
             key = (policy_key(policy.get("model"), prompting_of(policy)), e.task_id)
             seen[key] += 1
             counts = failed.setdefault(key, Counter())
-            for check in e.checks:
-                if check.passed is False:
-                    counts[check.id] += 1
-        return failed, seen
+            ids = sorted({check.id for check in e.checks if check.passed is False})
+            counts.update(ids)
+            if e.reward == 0:
+                outcomes.setdefault(key, Counter())[tuple(ids)] += 1
+        return failed, seen, outcomes
 
     def merge(parts):
-        failed, seen = parts[0]
-        for more, more_seen in parts[1:]:
-            for key, counts in more.items():
-                failed.setdefault(key, Counter()).update(counts)
+        failed, seen, outcomes = parts[0]
+        for more, more_seen, more_outcomes in parts[1:]:
+            for mine, theirs in ((failed, more), (outcomes, more_outcomes)):
+                for key, counts in theirs.items():
+                    mine.setdefault(key, Counter()).update(counts)
             seen.update(more_seen)
-        return failed, seen
+        return failed, seen, outcomes
 
     return fold_jsonl(list(paths), "graded_episode", fold, merge, skip=skip, workers=workers,
                       struct=GradedEpisode)
 
 
 def task_tally(tally: Tally, domains: Mapping[str, Any] | None,
-               checks: FailedChecks | None = None, top: int = 3) -> list[dict[str, Any]]:
+               checks: FailedChecks | None = None, top: int = 3,
+               outcomes: Outcomes | None = None) -> list[dict[str, Any]]:
     """One record per (policy, task), sorted by policy label then task_id: `policy` (its label),
-    `model`, `task_id`, `domain`, `n` (clean attempts), `successes`, `system_errors`, and
-    `failed_checks`: the `top` checks that failed most, [{id, count}] by count then id (null
-    without graded episodes)."""
+    `model`, `task_id`, `domain`, `n` (clean attempts), `successes`, `system_errors`,
+    `failed_checks`: the `top` checks that failed most, [{id, count}] by count then id, and
+    `failures`: the failed episodes by the checks that failed in each, [{checks, count}] by
+    count then checks (both null without graded episodes)."""
     labels = policy_labels(tally)
     keys = {pid: key for key, pid in tally.policies.items()}
     counts: dict[tuple[int, str], list[int]] = {}
@@ -76,9 +84,13 @@ def task_tally(tally: Tally, domains: Mapping[str, Any] | None,
             found = checks.get((keys[pid], task_id), Counter())
             failed = [{"id": i, "count": c}
                       for i, c in sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))[:top]]
+        kinds = None if outcomes is None else outcomes.get((keys[pid], task_id), Counter())
         out.append({"policy": labels[pid], "model": keys[pid][0], "task_id": task_id,
                     "domain": (domains or {}).get(task_id), "n": n, "successes": successes,
-                    "system_errors": system_errors, "failed_checks": failed})
+                    "system_errors": system_errors, "failed_checks": failed,
+                    "failures": None if kinds is None else
+                    [{"checks": list(ids), "count": c}
+                     for ids, c in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))]})
     return sorted(out, key=lambda r: (r["policy"], r["task_id"]))
 
 

@@ -26,12 +26,12 @@ from endstate.core.env.domain import Table
 from endstate.core.env.sandbox import Sandbox
 from endstate.core.errors import ConfigurationError, EndstateError
 from endstate.core.grading.checks import ignored, terminal
-from endstate.core.grading.grader import Grader, TaskIndex, check_id, check_recorded_on
+from endstate.core.grading.grader import Grader, TaskIndex, check_id, check_recorded_on, guarded
 from endstate.core.records.jsonl import Loc, SkipLog, fail
 from endstate.grade.listing import aligned
 
 KINDS = ("extra", "different", "missing")
-WHOLE_STATE = ("only_changes", "gold_state")  # check kinds that read every changed row
+WHOLE_STATE = ("only_changes", "gold_state", "footprint")  # check kinds that read every changed row
 TRANSCRIPT = ("said", "judge")  # check kinds that read no table
 Where = tuple[str, str]  # (table, key_text): how checks.terminal names a row
 UNCHANGED = ("unchanged", None)
@@ -92,7 +92,7 @@ def check_views(task: dict[str, Any], graded: dict[str, Any], rows: list[dict[st
     tables = sorted({r["table"] for r in rows})
     columns = sorted({(r["table"], c) for r in rows for c in r["columns"]})
     views = []
-    for i, check in enumerate(task["checks"]):
+    for i, check in enumerate(guarded(task)):
         view = {"id": check_id(check, i), "kind": check["kind"],
                 "detail": details.get(check_id(check, i)), "sees": _sees(check, tables)}
         if "ignore_columns" in check:
@@ -178,11 +178,38 @@ def _counts(counter: Counter[str], order: Iterable[str] | None = None) -> str:
     return ", ".join(f"{name} ×{counter[name]}" for name in (order or sorted(counter)) if counter[name])
 
 
-def audited(records: Iterable[tuple[Loc, dict[str, Any]]], tasks: TaskIndex, grader: Grader,
-            tally: Tally, skip: SkipLog | None) -> Iterator[dict[str, Any]]:
-    """The audit record of each graded episode with reward 1 that got there another way; every
-    success audited and every other episode passed over is counted in `tally`."""
+def one_per_episode(records: Iterable[tuple[Loc, dict[str, Any]]], mode: str, tally: Tally,
+                    skip: SkipLog | None) -> Iterator[tuple[Loc, dict[str, Any]]]:
+    """The records with one per episode_id (a file given twice, or graded twice and concatenated,
+    would count every episode twice): a repeat is a bad line naming both (`error`), or passed
+    over and counted as `duplicate` in `tally`, the first or the last read kept (`mode`)."""
+    if mode == "last":  # held to the end: the last read of each is the one audited
+        held: dict[str, tuple[Loc, dict[str, Any]]] = {}
+        for loc, graded in records:
+            if held.pop(graded["episode_id"], None) is not None:
+                tally.skipped["duplicate"] += 1
+            held[graded["episode_id"]] = (loc, graded)
+        yield from held.values()
+        return
+    seen: dict[str, Loc] = {}
     for loc, graded in records:
+        first = seen.get(graded["episode_id"])
+        if first is None:
+            seen[graded["episode_id"]] = loc
+            yield loc, graded
+        elif mode == "first":
+            tally.skipped["duplicate"] += 1
+        else:
+            fail(loc, f"duplicate graded episode: episode_id {graded['episode_id']!r} is already at "
+                      f"{first}; each episode is audited once: remove one, or pass --duplicates "
+                      "first|last to keep one", skip)
+
+
+def audited(records: Iterable[tuple[Loc, dict[str, Any]]], tasks: TaskIndex, grader: Grader,
+            tally: Tally, skip: SkipLog | None, duplicates: str = "error") -> Iterator[dict[str, Any]]:
+    """The audit record of each graded episode with reward 1 that got there another way; every
+    success audited and every other episode passed over (a duplicate too) is counted in `tally`."""
+    for loc, graded in one_per_episode(records, duplicates, tally, skip):
         if graded["reward"] != 1:
             tally.skipped["system_error" if graded["reward"] is None else "reward 0"] += 1
             continue

@@ -12,22 +12,25 @@ from endstate.core.cli.command import (
     bundled,
     common_options,
     judge_options,
+    preflight_option,
     run,
     tool_group,
 )
 from endstate.core.console import stdio
 from endstate.core.console.progress import Progress, note
 from endstate.core.env.changes import row_count
+from endstate.core.episode.preflight import check_endpoints, needs_judge
 from endstate.core.errors import ConfigurationError, EndstateError, ExitCode, InputError
 from endstate.core.grading.grader import Grader, TaskIndex, builtin_task_files, check_recorded_on
 from endstate.core.records.jsonl import fail, read_jsonl, write_jsonl
+from endstate.core.records.keys import MODES
 from endstate.grade.audit import Tally, audited
 from endstate.grade.authoring.cli import import_group, new_domain
 from endstate.grade.listing import count, listing, matches, summary_table
 from endstate.grade.sensitivity import seen_values
 from endstate.grade.show import show
 from endstate.grade.state import output_path, pick_episode, write_state
-from endstate.grade.validate import validate_task
+from endstate.grade.validate import Attempted, validate_task
 
 
 @tool_group(default="score")
@@ -47,8 +50,9 @@ def cli():
 @click.option("--tasks", "task_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="Task definitions (JSONL, repeatable). Default: the built-in suites.")
 @judge_options
-@common_options(domains=True, skip_invalid=True)
-def score(episodes, task_files, domains, judge, skip):
+@preflight_option
+@common_options(domains=True, skip_invalid=True, quiet=True)
+def score(episodes, task_files, domains, judge, preflight, skip, quiet):
     """Emit each episode with its reward (1 if every check passes, 0 if not, null on system error).
 
     The terminal state is rebuilt from the domain seed + the task's init + the episode's recorded
@@ -60,6 +64,7 @@ def score(episodes, task_files, domains, judge, skip):
       grade --tasks tasks/bench/retail.jsonl episodes.jsonl | jq -c '{task_id, reward}'
     """
     tasks = TaskIndex(domains, task_files)
+    check_endpoints(None, judge if needs_judge(list(tasks)) else None, quiet=quiet, enabled=preflight)
     grader = Grader(domains, judge)
     counts = {0: 0, 1: 0, None: 0}
     problems: dict[str, str | None] = {}  # per task: why it cannot be graded here
@@ -86,8 +91,9 @@ def score(episodes, task_files, domains, judge, skip):
             yield result
 
     write_jsonl(graded(), kind="graded_episode")
-    click.echo(f"graded {sum(counts.values())}: reward 1 ×{counts[1]}, 0 ×{counts[0]}, "
-               f"system_error ×{counts[None]}", err=True)
+    if not quiet:
+        click.echo(f"graded {sum(counts.values())}: reward 1 ×{counts[1]}, 0 ×{counts[0]}, "
+                   f"system_error ×{counts[None]}", err=True)
 
 
 @cli.command()
@@ -97,8 +103,11 @@ def score(episodes, task_files, domains, judge, skip):
 @click.option("--summary", is_flag=True,
               help="Print a table per task (audited, got there another way, by kind, the checks "
               "that read the differences) instead of the records.")
+@click.option("--duplicates", type=click.Choice(MODES), default="error", show_default=True,
+              help="Two graded episodes with one episode_id: a bad line naming both (error), or "
+                   "audit the first or the last read and count the other.")
 @common_options(domains=True, skip_invalid=True, quiet=True)
-def audit(graded, task_files, summary, domains, skip, quiet):
+def audit(graded, task_files, summary, duplicates, domains, skip, quiet):
     """List the successes that got there another way: for each graded episode with reward 1, the
     rows where its end state differs from the one the task's gold calls leave (`extra`: changed
     only by the episode; `different`: changed by both, to other values; `missing`: changed only
@@ -115,7 +124,7 @@ def audit(graded, task_files, summary, domains, skip, quiet):
     """
     tally = Tally()
     records = audited(read_jsonl(list(graded), "graded_episode", skip=skip),
-                      TaskIndex(domains, task_files), Grader(domains), tally, skip)
+                      TaskIndex(domains, task_files), Grader(domains), tally, skip, duplicates)
     if summary:
         for _ in records:  # the table counts them all
             pass
@@ -130,8 +139,9 @@ def audit(graded, task_files, summary, domains, skip, quiet):
 @cli.command()
 @click.argument("task_files", nargs=-1, type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @judge_options
+@preflight_option
 @common_options(domains=True, skip_invalid=True, quiet=True)
-def validate(task_files, domains, judge, skip, quiet):
+def validate(task_files, domains, judge, preflight, skip, quiet):
     """Prove tasks sound: gold passes, doing nothing fails, dropping any single writing gold call
     fails, and so does changing any argument of one that the call does not list as `free`. Emits
     one verdict per task; exits 1 if any task is unsound.
@@ -144,18 +154,23 @@ def validate(task_files, domains, judge, skip, quiet):
       grade validate tasks/bench/retail.jsonl | jq -c 'select(.sound | not)'
     """
     tasks = TaskIndex(domains, task_files or builtin_task_files(domains), skip=skip)
+    check_endpoints(None, judge if needs_judge(list(tasks)) else None, quiet=quiet, enabled=preflight)
     grader = Grader(domains, judge)
     seen = seen_values(tasks)  # arguments are varied with values they have in other tasks' gold
-    unsound = []
+    unsound, attempted = [], Attempted()
     progress = Progress(len(tasks.by_id), "validate", unit="task", quiet=quiet, counts=("sound", "unsound"))
 
     def verdicts():
         for task in tasks:
             verdict = validate_task(grader, task, seen)
+            where = f"{tasks.where[verdict['task_id']]}: task {verdict['task_id']}"
             if not verdict["sound"]:
                 unsound.append(verdict)
-                note(f"{tasks.where[verdict['task_id']]}: task {verdict['task_id']} is unsound: "
-                     + "; ".join(verdict["problems"]))
+                note(f"{where} is unsound: " + "; ".join(verdict["problems"]))
+            if not quiet:
+                for warning in verdict["warnings"]:
+                    note(f"{where}: warning: {warning}")
+            attempted.add(verdict)
             progress.advance({"sound" if verdict["sound"] else "unsound": 1})
             yield verdict
 
@@ -163,6 +178,8 @@ def validate(task_files, domains, judge, skip, quiet):
         write_jsonl(verdicts(), kind="verdict")
     finally:
         progress.close()
+    if not quiet:
+        note(attempted.line())
     if unsound or (skip and skip.entries):
         sys.exit(ExitCode.NO)
 
@@ -253,9 +270,9 @@ class StateOf:
 @click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
 @click.option("--tasks", "task_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="Task definitions (JSONL, repeatable). Default: the built-in suites.")
-@common_options(domains=True, skip_invalid=True)
+@common_options(domains=True, skip_invalid=True, quiet=True)
 @bundled("which", StateOf)
-def state(episodes, which: StateOf, out_file, diff_db, force, task_files, domains, skip):
+def state(episodes, which: StateOf, out_file, diff_db, force, task_files, domains, skip, quiet):
     """Write the database an episode left behind to a SQLite file (sqlite3, sqlite-utils and
     Datasette open it), rebuilt as the grader rebuilds it: seed + the task's init + the episode's
     recorded diff. --gold writes the task's gold end state instead, --initial seed + init.
@@ -298,8 +315,9 @@ def state(episodes, which: StateOf, out_file, diff_db, force, task_files, domain
         counts = write_state(domain, task.get("init"), changes, out, diff_tables=diff_db)
     except EndstateError as e:
         raise (InputError(f"{loc}: {e.message}") if loc else e) from None
-    click.echo(f"wrote {out}: {what} of task {task_id} ({domain.name}), {len(counts)} tables, "
-               f"{sum(counts.values()):,} rows, {row_count(changes)} changed row(s)", err=True)
+    if not quiet:
+        click.echo(f"wrote {out}: {what} of task {task_id} ({domain.name}), {len(counts)} tables, "
+                   f"{sum(counts.values()):,} rows, {row_count(changes)} changed row(s)", err=True)
 
 
 cli.add_command(show)  # grade show: grade/show.py

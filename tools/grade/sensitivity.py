@@ -4,10 +4,17 @@ every check still passes, an agent that gets that argument wrong scores 1, and t
 A gold call names the arguments whose value is the agent's to choose (a free-text note) in `free`;
 those are left alone.
 
+The values tried come from the domain's own data, as an optimizer's mistakes would: first the
+other rows of the same entity (the customer's other payment methods, the product's other
+variants: rows of the id's table that share its owner), then the table's other rows (another
+customer's: `Entities.related`), the task's other rows of that id's shape, the schema's neighbours of the value (an enum's other members, the next day) and
+what the argument is in other gold calls.
+
 A changed value counts only when the tool accepts it and it changes the end state: a value the
-tool refuses is no mistake an agent gets away with, and one that leaves the database as the gold
-left it (a default spelled out) is no mistake at all. An argument with no such value among those
-tried is reported as not varied, which does not make a task unsound.
+tool refuses is no mistake an agent gets away with. An argument with no such value among those
+tried is reported, which does not make a task unsound: as "ignored by the tool" when the tool
+accepted some value and the end state stayed the gold's every time (a port that does not store a
+cancel reason or a payment method: a warning), else as not varied.
 """
 
 from __future__ import annotations
@@ -17,7 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from endstate.core.env.domain import Domain
-from endstate.core.episode.replay import failed_steps
+from endstate.core.env.sandbox import Sandbox
+from endstate.core.episode.replays import failed_steps
+from endstate.core.grading.checks import terminal
+from endstate.core.grading.footprint import free_of
 from endstate.core.grading.grader import reward
 from endstate.grade.alternatives import alternatives, same, shaped_like
 
@@ -54,6 +64,18 @@ def free_problems(gold: list[dict[str, Any]]) -> list[str]:
 class Sensitivity:
     insensitive: list[dict[str, Any]] = field(default_factory=list)  # index, tool, arg, value, unnoticed
     unvaried: list[dict[str, Any]] = field(default_factory=list)  # index, tool, arg, tried
+    ignored: list[dict[str, Any]] = field(default_factory=list)  # index, tool, arg, tried
+    arguments: int = 0  # writing gold calls' arguments that are not free
+
+    def counts(self) -> dict[str, int]:
+        """How many arguments were tried, and what became of them."""
+        return {"tried": self.arguments, "varied": self.arguments - len(self.unvaried) - len(self.ignored),
+                "ignored": len(self.ignored), "unvaried": len(self.unvaried)}
+
+    def warnings(self) -> list[str]:
+        return [f"argument {f['arg']} of gold call #{f['index']} {f['tool']} is ignored by the tool: it "
+                f"accepted {_shown(f['tried'])} and the end state stayed the gold's (does the tool store it?)"
+                for f in self.ignored]
 
     def problems(self) -> list[str]:
         return [f"no check notices when argument {f['arg']} of gold call #{f['index']} {f['tool']} is "
@@ -66,6 +88,7 @@ def argument_sensitivity(score: Score, domain: Domain, task: dict[str, Any],
     """Vary each argument of each writing gold call of `task` (its gold scores 1 and changed the
     database to `gold_changes`), alternatives from `seen` after the task's own gold calls."""
     gold, own, found = task.get("gold", []), seen_values([task]), Sensitivity()
+    entities = Entities(domain, task)
     for i, step in enumerate(gold):
         if "tool" not in step or step.get("fails") or not domain.tools[step["tool"]].writes:
             continue  # a call that fails as in the source benchmark changes nothing to vary
@@ -74,16 +97,62 @@ def argument_sensitivity(score: Score, domain: Domain, task: dict[str, Any],
             if arg in step.get("free", []):
                 continue
             key = (task["domain"], step["tool"], arg)
-            near = shaped_like(value, _init_values(task), MAX_REPLAYS)
+            near = [*entities.related(value), *shaped_like(value, _init_values(task), MAX_REPLAYS)]
             candidates = alternatives(properties.get(arg, {}), value, near,
                                       [*own.get(key, []), *seen.get(key, [])])
             where = {"index": i, "tool": step["tool"], "arg": arg}
-            unnoticed, varied, tried = _vary(score, domain, gold, i, arg, candidates, gold_changes)
-            if unnoticed:
-                found.insensitive.append({**where, "value": value, "unnoticed": unnoticed[0]})
-            elif not varied:
-                found.unvaried.append({**where, "tried": tried})
+            found.arguments += 1
+            tried = _vary(score, domain, gold, i, arg, candidates, gold_changes)
+            if tried.unnoticed is not None:
+                found.insensitive.append({**where, "value": value, "unnoticed": tried.unnoticed})
+            elif tried.accepted and not tried.varied:
+                found.ignored.append({**where, "tried": tried.values})
+            elif not tried.varied:
+                found.unvaried.append({**where, "tried": tried.values})
+    entities.close()
     return found
+
+
+class Entities:
+    """The task's start state (seed + init), read for the rows that share an id's owner."""
+
+    def __init__(self, domain: Domain, task: dict[str, Any]):
+        self.domain, self.task, self._sandbox = domain, task, None
+
+    def related(self, value: Any, most: int = MAX_REPLAYS) -> list[Any]:
+        """Other rows' ids for the id `value` (a one-column key of some table), at most `most`:
+        first those that share one of its row's `*_id` columns (an owner: the customer's other
+        payment methods, the product's other variants), then the table's other rows nearest in
+        key order (another customer's); none when `value` is no row's id."""
+        if not isinstance(value, str) or not value:
+            return []
+        found: list[Any] = []
+        with self._state().read_only() as conn:
+            for table in self.domain.tables.values():
+                if len(table.key) != 1:
+                    continue
+                key = table.key[0]
+                owners = [c for c in table.columns if c.endswith("_id") and c != key]
+                columns = ", ".join(["1", *(f'"{c}"' for c in owners)])
+                row = conn.execute(f'SELECT {columns} FROM "{table.name}" WHERE "{key}" = ?', (value,)).fetchone()
+                if row is None:
+                    continue
+                queries = [(f'"{c}" = ?', (owner,)) for c, owner in zip(owners, row[1:]) if owner is not None]
+                for where, params in [*queries, (f'"{key}" > ?', (value,)), (f'"{key}" < ?', (value,))]:
+                    order = "DESC" if "<" in where else "ASC"
+                    found += [r[0] for r in conn.execute(
+                        f'SELECT "{key}" FROM "{table.name}" WHERE {where} AND "{key}" != ? ORDER BY '
+                        f'"{key}" {order} LIMIT ?', (*params, value, most)) if r[0] not in found]
+        return found[:most]
+
+    def _state(self) -> Sandbox:
+        if self._sandbox is None:
+            self._sandbox = Sandbox(self.domain, self.task.get("init"))
+        return self._sandbox
+
+    def close(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()
 
 
 def _init_values(task: dict[str, Any]) -> Iterable[Any]:
@@ -92,25 +161,44 @@ def _init_values(task: dict[str, Any]) -> Iterable[Any]:
     return (v for rows in task.get("init", {}).values() for row in rows for v in row.values())
 
 
+@dataclass
+class Tried:
+    """What varying one argument found: the values tried, whether the tool accepted any, whether
+    one changed the end state and scored 0 (`varied`), and one that changed it and scored 1."""
+
+    values: list[Any] = field(default_factory=list)
+    accepted: bool = False
+    varied: bool = False
+    unnoticed: Any = None
+
+
 def _vary(score: Score, domain: Domain, gold: list[dict[str, Any]], index: int, arg: str,
-          candidates: list[Any], gold_changes: dict[str, Any]) -> tuple[list[Any], bool, list[Any]]:
+          candidates: list[Any], gold_changes: dict[str, Any]) -> Tried:
     """Replay gold with argument `arg` of call `index` set to each candidate in turn, at most
-    MAX_REPLAYS of them: ([the first value every check passed with] or [], whether any value the
-    tool accepted changed the end state, the values tried)."""
+    MAX_REPLAYS of them, until one changes the end state and every check passes."""
     step = gold[index]
-    tool, tried, replays, varied = domain.tools[step["tool"]], [], 0, False
+    tool, tried, replays = domain.tools[step["tool"]], Tried(), 0
     for candidate in candidates:
         if replays == MAX_REPLAYS:
             break
-        tried.append(candidate)
+        tried.values.append(candidate)
         args = {**step["args"], arg: candidate}
         if tool.argument_problem(args):  # refused before any replay: costs nothing
             continue
         replays += 1
         episode, results = score([*gold[:index], {"tool": step["tool"], "args": args}, *gold[index + 1:]])
-        if index in failed_steps(episode) or episode["changes"] == gold_changes:
+        if index in failed_steps(episode):
+            continue
+        tried.accepted = True
+        free = free_of(domain.free)  # a value that changes only what is free changes nothing
+        if terminal(episode["changes"], free) == terminal(gold_changes, free):
             continue
         if reward(results):
-            return [candidate], True, tried
-        varied = True
-    return [], varied, tried
+            tried.unnoticed = candidate
+            return tried
+        tried.varied = True
+    return tried
+
+
+def _shown(values: list[Any]) -> str:
+    return ", ".join(map(repr, values[:3])) + (" …" if len(values) > 3 else "")

@@ -36,7 +36,7 @@ from endstate.core.env.sandbox import Sandbox
 from endstate.core.episode.plan import TaskFilter
 from endstate.core.errors import EndstateError
 from endstate.core.grading import match
-from endstate.core.grading.grader import TaskIndex, check_id
+from endstate.core.grading.grader import TaskIndex, check_id, guarded
 from endstate.core.records import schemas
 from endstate.core.records.jsonl import Loc, SkipLog, fail, read_jsonl
 from endstate.grade import show_render
@@ -192,7 +192,7 @@ class Placer:
             t.notes.append(f"task {episode['task_id']} is not in {suites} (pass --tasks FILE): "
                            "failed table checks are shown at the end")
             return {}, None
-        definitions = {check_id(c, i): c for i, c in enumerate(task["checks"])}
+        definitions = {check_id(c, i): c for i, c in enumerate(guarded(task))}
         try:
             effects = call_effects(self.domains, task, episode)
         except EndstateError as e:

@@ -18,7 +18,8 @@ from typing import Any
 
 import orjson
 
-from endstate.core.episode.plan import load_tasks, overlapping, refuse
+from endstate.core.episode.leak import overlapping
+from endstate.core.episode.plan import load_tasks, refuse
 from endstate.core.errors import EndstateError
 from endstate.core.records.episode import attempt_record
 from endstate.core.records.jsonl import checked_line, dumps
@@ -34,7 +35,7 @@ class Evaluation:
     @classmethod
     def of(cls, cfg, out: Path, pool: list[dict[str, Any]]) -> Evaluation | None:
         """The evaluation --eval-tasks asks for, refused (exit 2) when a task is also in the pool,
-        by id or by content (bucket's fingerprint), or cannot run here."""
+        by id or by content (core.episode.leak's fingerprint), or cannot run here."""
         if not cfg.eval_tasks:
             return None
         tasks = load_tasks([cfg.eval_tasks], None)

@@ -44,7 +44,9 @@ def engine_state_dict(ds_dir: Path) -> dict:
 
 def export_checkpoint(checkpoint: Path, target: Path) -> Path:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging
 
+    logging.disable_progress_bar()  # save_pretrained's bar: stderr carries endstate's words only
     folder = find_checkpoint(checkpoint)
     hf = folder / HF_DIR
     if not (hf / "config.json").exists():

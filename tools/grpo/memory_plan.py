@@ -11,7 +11,9 @@ attention output, the gated MLP's four intermediate-wide tensors: flash/SDPA att
 sequence² term), for micro_batch × max_context tokens (sequences are padded to the longest of
 their micro-batch); with activation checkpointing one hidden state per layer plus one layer
 recomputed with its gradients. The logits are a chunk of positions
-(logprobs.py). DeepSpeed's own estimator of the model states is printed beside the plan's.
+(logprobs.py). The colocated vLLM engine's share is planned item by item too, at its
+tensor-parallel size (grpo/vllm_share.py: weights / TP, its start-up peak, the KV cache in the
+rest). DeepSpeed's own estimator of the model states is printed beside the plan's.
 GiB (2^30 bytes) throughout, as nvidia-smi (MiB) and DeepSpeed count memory: an H100 80GB reports
 81559 MiB, --gpu-memory 79.6.
 """
@@ -26,6 +28,16 @@ from typing import Any
 
 from endstate import CONFIGS_DIR
 from endstate.core.errors import EndstateError
+from endstate.grpo.vllm_share import (
+    fraction_options,
+    kv_room,
+    share_bytes,
+    share_fits,
+    share_items,
+    share_lines,
+    tp_options,
+    tp_problem,
+)
 
 GIB = 2 ** 30
 MODELS_DIR = CONFIGS_DIR / "models"
@@ -128,6 +140,8 @@ class Setup:
     reference: bool = False  # kl_coef > 0
     rollout: str = "local"
     vllm_fraction: float = 0.35
+    vllm_tp: int = 1  # the colocated engine's tensor-parallel size
+    vllm_batched_tokens: int = 4096
     gpu_bytes: int | None = None  # --gpu-memory
     host_bytes: int | None = None  # --host-memory
     episodes: int = 0  # B × G per step: a world size must divide it (0: no constraint)
@@ -148,7 +162,9 @@ def setup_of(cfg, ds: dict[str, Any]) -> Setup:
                  cuda=cfg.device != "cpu", micro_batch=cfg.micro_batch, max_context=cfg.max_context,
                  logits_chunk=cfg.logits_chunk, checkpointing=cfg.activation_checkpointing,
                  reference=cfg.kl_coef > 0, rollout=cfg.rollout_engine,
-                 vllm_fraction=cfg.vllm_gpu_memory, episodes=cfg.batch_tasks * cfg.group_size, **limits)
+                 vllm_fraction=cfg.vllm_gpu_memory, vllm_tp=cfg.vllm_tensor_parallel,
+                 vllm_batched_tokens=cfg.vllm_max_batched_tokens,
+                 episodes=cfg.batch_tasks * cfg.group_size, **limits)
 
 
 def logits_bytes(positions: int, vocab: int, dtype_bytes: int) -> int:
@@ -187,7 +203,8 @@ class Plan:
     def fits(self) -> bool:
         s = self.setup
         return ((s.gpu_bytes is None or self.gpu_total <= s.gpu_bytes)
-                and (s.host_bytes is None or self.host_total <= s.host_bytes))
+                and (s.host_bytes is None or self.host_total <= s.host_bytes)
+                and (s.rollout != "vllm" or share_fits(self.shape, s)))
 
 
 def _model_states(plan: Plan, shape: ModelShape, s: Setup) -> None:
@@ -279,11 +296,14 @@ def render(plan: Plan) -> list[str]:
               f"rank(s); ZeRO-{s.stage}, offload: {offload}; {'bf16' if s.cuda else 'fp32'}"),
              f"{'  per GPU (one rank)' if s.cuda else '  per rank (on CPU, host memory too)':<76}GiB",
              *(_row(label, size) for label, size in plan.gpu)]
+    engine = f"vLLM colocated ({s.vllm_fraction:g} of the GPU, tensor parallel {s.vllm_tp})"
     if s.rollout == "vllm" and s.gpu_bytes:
-        lines.append(_row(f"vLLM colocated ({s.vllm_fraction:g} of the GPU)", s.vllm_fraction * s.gpu_bytes))
+        lines.append(_row(engine, s.vllm_fraction * s.gpu_bytes))
     elif s.rollout == "vllm":
-        lines.append(f"    vLLM colocated: {s.vllm_fraction:g} of the GPU (not in the total: give --gpu-memory)")
+        lines.append(f"    {engine}: not in the total (give --gpu-memory)")
     lines.append(_row("total", plan.gpu_total, s.gpu_bytes))
+    if s.rollout == "vllm":
+        lines += share_lines(shape, s, _row)
     lines += [f"{'  per node (host memory)':<76}GiB", *(_row(label, size) for label, size in plan.host),
               _row("total", plan.host_total, s.host_bytes)]
     estimate = deepspeed_estimate(shape, s)
@@ -300,14 +320,14 @@ def render(plan: Plan) -> list[str]:
 CONTEXTS = (65536, 32768, 24576, 16384, 12288, 8192, 6144, 4096, 3072, 2048, 1024)
 
 
-def _alternatives(s: Setup):
+def _alternatives(shape: ModelShape, s: Setup):
     """Per knob, the (flag, changed setup) to try, the mildest change first."""
     yield [(f"--micro-batch {m}", replace(s, micro_batch=m)) for m in range(s.micro_batch - 1, 0, -1)]
     if not s.checkpointing:
         yield [("--activation-checkpointing", replace(s, checkpointing=True))]
     if s.rollout == "vllm":
-        yield [(f"--vllm-gpu-memory {f / 100:g}", replace(s, vllm_fraction=f / 100))
-               for f in range(round(s.vllm_fraction * 100) - 5, 9, -5)]
+        yield [(f"--vllm-gpu-memory {f:g}", replace(s, vllm_fraction=f)) for f in fraction_options(s)]
+        yield [(f"--vllm-tensor-parallel {tp}", replace(s, vllm_tp=tp)) for tp in tp_options(shape, s)]
     if not (s.stage == 3 and s.offload_param and s.offload_optimizer):
         yield [("--deepspeed zero3-offload", replace(s, stage=3, offload_param=True, offload_optimizer=True))]
     else:  # the host is what overflows: keep the states on the GPUs
@@ -321,7 +341,7 @@ def _alternatives(s: Setup):
 def changes_that_fit(plan: Plan) -> list[str]:
     """One flag per knob that alone makes the plan fit."""
     found = []
-    for options in _alternatives(plan.setup):
+    for options in _alternatives(plan.shape, plan.setup):
         flag = next((flag for flag, changed in options if make_plan(plan.shape, changed).fits()), None)
         if flag:
             found.append(flag)
@@ -339,17 +359,31 @@ def require_fit(plan: Plan) -> None:
         over.append(f"{plan.gpu_total / GIB:.1f} GiB per GPU, --gpu-memory {s.gpu_bytes / GIB:g}")
     if s.host_bytes is not None and plan.host_total > s.host_bytes:
         over.append(f"{plan.host_total / GIB:.1f} GiB of host memory per node, --host-memory {s.host_bytes / GIB:g}")
+    if s.rollout == "vllm" and not share_fits(plan.shape, s):
+        weights = share_items(plan.shape, s)[0][1]
+        said = ("its weights alone exceed it" if weights > share_bytes(s) else
+                f"{max(kv_room(plan.shape, s), 0) / GIB:.1f} GiB are left for the KV cache, less "
+                f"than one {s.max_context}-token sequence")
+        over.append(f"the colocated vLLM's share, {share_bytes(s) / GIB:.1f} GiB (--vllm-gpu-memory "
+                    f"{s.vllm_fraction:g} of --gpu-memory {s.gpu_bytes / GIB:g}), holds "
+                    f"{weights / GIB:.1f} GiB of weights per GPU at --vllm-tensor-parallel "
+                    f"{s.vllm_tp}: {said}")
     changes = changes_that_fit(plan)
     largest = sorted(plan.gpu + plan.host, key=lambda item: -item[1])[:3]
     advice = (f"any one of these fits: {'; '.join(changes)}" if changes else
               "no single change fits; the largest items are " + ", ".join(
                   f"{label} {size / GIB:.1f} GiB" for label, size in largest)
               + ": combine --micro-batch, --activation-checkpointing, --deepspeed zero3-offload, "
-              "--nodes, --vllm-gpu-memory, --max-context")
+              "--nodes, --vllm-gpu-memory, --vllm-tensor-parallel, --max-context")
     raise ConfigurationError(f"the memory plan does not fit ({'; '.join(over)}): {advice}")
 
 
 def plan_lines(cfg, model_dir: Path | None, ds_path: Path) -> tuple[Plan, list[str]]:
     """The plan of a resolved TrainConfig (--dry-run): the plan and its printed lines."""
-    plan = make_plan(read_model_config(cfg.model_config, model_dir), setup_of(cfg, json.loads(ds_path.read_text())))
+    shape = read_model_config(cfg.model_config, model_dir)
+    problem = tp_problem(shape, cfg.gpus_per_node, cfg.vllm_tensor_parallel)
+    if cfg.rollout_engine == "vllm" and problem:
+        raise EndstateError(f"--vllm-tensor-parallel {cfg.vllm_tensor_parallel}: {problem} "
+                            f"({shape.name}); choose another size")
+    plan = make_plan(shape, setup_of(cfg, json.loads(ds_path.read_text())))
     return plan, render(plan)

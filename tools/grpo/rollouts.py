@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -26,17 +25,17 @@ from endstate.core.episode.runtime import ATTEMPT_COUNTS, run_all
 from endstate.core.episode.settings import episode_values
 from endstate.core.grading.grader import Grader
 from endstate.core.records.structs import Episode, Prompting
-from endstate.grpo.config import TrainConfig
+from endstate.grpo.config import TrainConfig, role_keys
 from endstate.grpo.sampling import Group
 
 
 def run_config(cfg: TrainConfig, seed: int, prompting: Prompting | None = None) -> RunConfig:
     """The episode settings of a step, with rollout's simulated user; `prompting`: as resolved
-    for the run (see RunConfig). The user's API key comes from OPENAI_API_KEY, as rollout's."""
+    for the run (see RunConfig). The user's API key is its own (core.wire.keys), as rollout's."""
     return RunConfig(backend="local", model=cfg.model, seed=seed, resolved_prompting=prompting,
                      user=cfg.user, user_urls=list(cfg.user_url), user_model=cfg.user_model,
-                     user_seed=cfg.user_seed,
-                     api_key=os.environ.get("OPENAI_API_KEY", "EMPTY"), timeout=cfg.timeout,
+                     user_seed=cfg.user_seed, user_key=role_keys(cfg)[0].get("user"),
+                     user_key_env=cfg.user_key_env, preflight=cfg.preflight, timeout=cfg.timeout,
                      retries=cfg.retries, **episode_values(cfg))
 
 
@@ -120,3 +119,10 @@ def run_groups(tasks: list[dict[str, Any]], group_size: int, cfg: RunConfig, dom
         progress.close()
     assert all(e is not None for row in graded for e in row), "an episode was not graded"
     return [Group(task["id"], [e["reward"] for e in row], row) for task, row in zip(tasks, graded)]
+
+
+def slim(episode: dict[str, Any]) -> dict[str, Any]:
+    """What the trainer keeps of a graded episode (the rest stays out of all_gather)."""
+    keep = ("episode_id", "task_id", "domain", "attempt", "reward", "status", "error", "policy",
+            "usage", "cost_usd", "turns", "termination")
+    return {k: episode.get(k) for k in keep}

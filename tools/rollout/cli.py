@@ -15,6 +15,7 @@ from endstate.core.cli.run_options import run_options
 from endstate.core.console import stdio
 from endstate.core.episode.backends import build_backend
 from endstate.core.episode.plan import done_keys, plan, refuse_unplayable, runnable_tasks
+from endstate.core.episode.preflight import check_endpoints
 from endstate.core.episode.runtime import run_episodes
 from endstate.core.errors import ExitCode
 from endstate.core.records.episode import prompting_of
@@ -54,7 +55,9 @@ def run_cmd(task_files, repeats, resume, cfg, select, domains, skip, quiet):
     refuse_unplayable(tasks, cfg.user)
     out = stdio.records_out()
     keys = plan(tasks, repeats, done_keys(resume, out, "episode"))
-    backend = build_backend(cfg) if keys else None  # nothing left to run: no model to load
+    if keys:  # nothing left to run: no endpoint to ask, no model to load
+        check_endpoints(cfg, quiet=quiet, enabled=cfg.preflight)
+    backend = build_backend(cfg) if keys else None
 
     def write(task, episode):
         out.write(checked_line("episode", episode))
@@ -65,8 +68,8 @@ def run_cmd(task_files, repeats, resume, cfg, select, domains, skip, quiet):
 
 @cli.command()
 @click.argument("episodes", nargs=-1, type=click.Path(allow_dash=True))
-@common_options(domains=True, skip_invalid=True)
-def parity(episodes, domains, skip):
+@common_options(domains=True, skip_invalid=True, quiet=True)
+def parity(episodes, domains, skip, quiet):
     """Re-interpret every recorded raw completion with this endstate's interpreter and compare
     tool names, typed arguments, reasoning and text with what the episode recorded (what the
     serving endpoint parsed, for the chat backend). Prints mismatches per turn, and whether the
@@ -111,7 +114,8 @@ def parity(episodes, domains, skip):
             mismatches += 1
             stdio.echo(f"{backend} episodes were prompted differently: " + "; ".join(
                 f"{k} {' vs '.join(sorted(v))}" for k, v in mixed.items()))
-    click.echo(f"parity: {turns} turn(s), {mismatches} mismatch(es)", err=True)
+    if not quiet:
+        click.echo(f"parity: {turns} turn(s), {mismatches} mismatch(es)", err=True)
     if mismatches:
         sys.exit(ExitCode.NO)
 

@@ -10,7 +10,20 @@ import click
 from click.core import ParameterSource
 
 from endstate.core.cli import ranges
-from endstate.core.cli.command import bundled, common_options, parse_prices
+from endstate.core.cli.command import (
+    api_key_option,
+    bundled,
+    common_options,
+    parse_prices,
+    preflight_option,
+    role_keys,
+)
+from endstate.core.cli.run_options import (
+    IDLE_WITHOUT,
+    needs_user_model,
+    refuse_idle_flags,
+    user_option,
+)
 from endstate.core.console.progress import Progress, note
 from endstate.core.episode.config import RunConfig, UserMaker, price_of
 from endstate.core.episode.plan import (
@@ -21,9 +34,11 @@ from endstate.core.episode.plan import (
     runnable_tasks,
     shard_of,
 )
+from endstate.core.episode.preflight import check_endpoints
 from endstate.core.episode.runtime import EPISODE_COUNTS
 from endstate.core.errors import EndstateError
 from endstate.core.records.structs import Policy, Task
+from endstate.core.wire.keys import ROLE_KEYS, SHARED
 
 TOKEN_ENV = "ENDSTATE_MCP_TOKEN"
 HTTP_ONLY = ("repeats", "resume", "shard", "session_timeout")
@@ -38,15 +53,19 @@ class UserSide:
     user_kind: str
     user_urls: tuple[str, ...]
     user_model: str | None
-    api_key: str
+    user_key_env: str
     timeout: float
     retries: int
     prices: dict[str, tuple[float, float]]
+    preflight: bool
 
     def run_config(self) -> RunConfig:
-        return RunConfig(model=self.model, user=self.user_kind, user_urls=list(self.user_urls),
-                         user_model=self.user_model, api_key=self.api_key, timeout=self.timeout,
-                         retries=self.retries, prices=self.prices)
+        cfg = RunConfig(model=self.model, user=self.user_kind, user_urls=list(self.user_urls),
+                        user_model=self.user_model, user_key_env=self.user_key_env,
+                        timeout=self.timeout, retries=self.retries, prices=self.prices,
+                        preflight=self.preflight)
+        cfg.user_key = role_keys(cfg.roles()).get("user")
+        return cfg
 
 
 @dataclass
@@ -64,13 +83,15 @@ class GatewaySettings:
 def _user_options(fn):
     """The simulated user behind send-message-to-user: rollout's --user flags, same meaning."""
     for option in reversed([
-        click.option("--user", "user_kind", type=click.Choice(["scripted", "llm"]), default="scripted",
-                     show_default=True, help="Simulated user: the task's script, or an LLM."),
+        user_option,
         click.option("--user-url", "user_urls", multiple=True, envvar="ENDSTATE_USER_URLS",
                      callback=ranges.urls, help="--user llm: OpenAI-compatible base URL (repeatable)."),
         click.option("--user-model", envvar="ENDSTATE_USER_MODEL", help="--user llm: model name."),
-        click.option("--api-key", envvar="OPENAI_API_KEY", default="EMPTY", show_default=False,
-                     help="API key for the user's endpoint (env OPENAI_API_KEY)."),
+        click.option("--user-key-env", type=ranges.KEY_ENV, default=ROLE_KEYS["user"],
+                     show_default=True, help="--user llm: the environment variable holding the "
+                     f"user endpoint's API key (unset: ${SHARED})."),
+        api_key_option,
+        preflight_option,
         click.option("--timeout", type=ranges.SECONDS, default=60.0,
                      show_default=True, help="Seconds per call of the user's model."),
         click.option("--retries", type=ranges.RETRIES, default=4, show_default=True,
@@ -162,9 +183,13 @@ def serve_mcp(task_files, out_file, http: GatewaySettings, attempt, task_ids, ta
       grade gateway.jsonl | evalstats --expect-tasks tasks/bench/retail.jsonl --expect-repeats 4
     """
     _check_mode(http.address)
-    new_session = SessionMaker(user_side.run_config())
+    refuse_idle_flags({"user_kind": user_side.user_kind},
+                      {k: IDLE_WITHOUT[k] for k in ("user_urls", "user_model", "user_key_env")})
+    cfg = user_side.run_config()
+    new_session = SessionMaker(cfg)
     tasks = runnable_tasks(task_files, domains, skip, select=TaskFilter(ids=task_ids, tags=task_tags))
     refuse_unplayable(tasks, user_side.user_kind)
+    check_endpoints(cfg, quiet=quiet, enabled=cfg.preflight)
     if http.address:
         _serve_gateway(tasks, domains, new_session, address=http.address, out_file=out_file,
                        repeats=http.repeats, resume=http.resume, shard=parse_shard(http.shard),
@@ -187,8 +212,7 @@ class SessionMaker:
     closes the connections of the run's LLM users."""
 
     def __init__(self, cfg: RunConfig):
-        if cfg.user == "llm" and not (cfg.user_urls and cfg.user_model):
-            raise click.UsageError("--user llm needs --user-url and --user-model")
+        needs_user_model(cfg.user, cfg.user_urls, cfg.user_model)
         self.make_user, self.price = UserMaker(cfg), price_of(cfg)
         self.policy = Policy(model=cfg.model, backend="mcp")
 

@@ -3,7 +3,7 @@ decision: press the button the user names)."""
 
 from typing import Literal
 
-from endstate.core.env.tools import Db, tool
+from endstate.api import Db, tool
 
 
 @tool(writes=True)

@@ -11,9 +11,9 @@ from typing import Any
 import msgspec
 import orjson
 
-from endstate.core.agent.backends import FewShot, Turn, few_shot_of, parameters
 from endstate.core.agent.interpret import Parsed, parse, typed_call
 from endstate.core.agent.sampling import Sampling
+from endstate.core.agent.session import FewShot, Turn, few_shot_of, parameters
 from endstate.core.env.domain import Domain
 from endstate.core.records.structs import AssistantMessage, Message, SystemMessage, ToolCall
 from endstate.core.wire.endpoints import (
@@ -65,12 +65,12 @@ def endpoint_view(message: Message) -> dict[str, Any]:
 
 @dataclass
 class ChatSession:
-    """Stateless on the wire: every call sends the conversation so far, rendered from the
-    episode's transcript, with the few-shot turns after the system prompt (tools are native).
-    Each message is serialized once, when it first goes out: a request body is the bytes sent
-    last time plus the new messages' (with hundreds of episodes in flight, re-encoding whole
-    conversations was a tenth of rollout's CPU); tests/test_chat_body.py holds every request to
-    the encoding of the whole conversation."""
+    """Stateless on the wire: every call sends the conversation so far, with the few-shot turns
+    after the system prompt (tools are native). Each message is serialized once, when the session
+    is told of it (observe), into the request body it keeps: a request is the bytes sent last time
+    plus the new messages' (with hundreds of episodes in flight, re-encoding whole conversations
+    was a tenth of rollout's CPU); tests/test_chat_body.py holds every request to the encoding of
+    the whole conversation."""
 
     endpoints: Endpoints
     model: str
@@ -80,28 +80,26 @@ class ChatSession:
     system: str
     shots: list[dict[str, Any]]  # the few-shot turns as sent (shot_views), shared: never changed
     max_context: int | None = None
-    transcript: list[Message] = field(default_factory=list)
     context_used: int = 0  # the last call's prompt + completion tokens, as the endpoint counted
     opening: bytes | None = None  # request_opening(...), when the backend has it made already
     tail: bytes | None = None  # request_tail(...), likewise
-    _sent: bytearray = field(default_factory=bytearray)  # the body's opening and messages so far
-    _rendered: int = 0  # transcript messages in _sent
+    _sent: bytearray | None = None  # the body's opening and the messages observed so far
 
-    def begin(self, transcript: list[Message]) -> None:
-        """`transcript[0]` is SystemMessage(self.system), as the episode loop makes it."""
-        self.transcript = transcript
-        if self.opening is None:
-            self.opening = request_opening(self.model, self.system, self.shots)
-        if self.tail is None:
-            self.tail = request_tail(self.tool_specs, self.sampling, self.seed)
-        self._sent = bytearray(self.opening)
-        self._rendered = 1
-
-    def _body(self) -> bytes:
-        for message in self.transcript[self._rendered:]:
+    def observe(self, new: list[Message]) -> None:
+        """Encode `new` into the body. The first message is SystemMessage(self.system), as the
+        episode loop makes it: the opening holds it already, with the few-shot turns after it."""
+        if self._sent is None:
+            if self.opening is None:
+                self.opening = request_opening(self.model, self.system, self.shots)
+            self._sent = bytearray(self.opening)
+            new = new[1:]
+        for message in new:
             self._sent += b","
             self._sent += orjson.dumps(endpoint_view(message))
-        self._rendered = len(self.transcript)
+
+    def _body(self) -> bytes:
+        if self.tail is None:
+            self.tail = request_tail(self.tool_specs, self.sampling, self.seed)
         return bytes(self._sent) + self.tail
 
     async def act(self) -> Turn:
@@ -131,9 +129,6 @@ class ChatSession:
     @cached_property
     def _params(self) -> dict[str, dict[str, Any]]:
         return parameters(self.tool_specs)
-
-    def observe(self, new: list[Message]) -> None:
-        """Nothing to keep: the next request is rendered from the transcript itself."""
 
 
 def request_opening(model: str, system: str, shots: list[dict[str, Any]]) -> bytes:

@@ -8,13 +8,20 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from endstate.core.agent.backends import FewShot, Turn, few_shot_of, parameters
 from endstate.core.agent.interpret import parse, render_system
 from endstate.core.agent.local_model import Generation
 from endstate.core.agent.sampling import Sampling
+from endstate.core.agent.session import FewShot, Turn, few_shot_of, parameters
 from endstate.core.agent.trace import ChatTemplate, TokenTrace
 from endstate.core.env.domain import Domain
-from endstate.core.records.structs import Message, Prompting, Usage, UserMessage, as_dicts
+from endstate.core.records.structs import (
+    AssistantMessage,
+    Message,
+    Prompting,
+    Usage,
+    UserMessage,
+    as_dicts,
+)
 from endstate.core.wire.endpoints import (
     ContextOverflow,
     EndpointFailure,
@@ -38,15 +45,9 @@ class TokenSession:
     tool_prefill: bool = False
     trace: TokenTrace = field(default_factory=TokenTrace)
     prefix_len: int = 0  # leading tokens every episode of this domain shares (KV-cache reuse)
+    _started: bool = False  # told of the start yet
     _last_finished: bool = True
     _after_user: bool = True
-
-    def begin(self, transcript: list[Message]) -> None:
-        """The examples go between the system prompt and the opening, rendered as text."""
-        static = as_dicts([transcript[0], *(m for i, e in enumerate(self.examples) for m in e.messages(i))])
-        ids = self.template.first_prompt([*static, *as_dicts(transcript[1:])])
-        self.prefix_len = self.template.shared_prefix_len(static, ids)
-        self.trace.append_prompt(ids)
 
     async def act(self) -> Turn:
         # Small models call tools far more reliably when their turn after a user message starts
@@ -68,8 +69,20 @@ class TokenSession:
                     Usage(len(prompt), len(generation.ids)), self.trace.turns[-1])
 
     def observe(self, new: list[Message]) -> None:
-        self._after_user = isinstance(new[-1], UserMessage)
-        self.trace.append_prompt(self.template.delta(as_dicts(new), self._last_finished))
+        """Append what the transcript gained as prompt tokens: at the start [system, opening]
+        with the few-shot examples rendered between them, then each observation as a delta of
+        the chat template. The session's own turns are in the trace already (sampled ids)."""
+        if not self._started:
+            self._started = True
+            static = as_dicts([new[0], *(m for i, e in enumerate(self.examples) for m in e.messages(i))])
+            ids = self.template.first_prompt([*static, *as_dicts(new[1:])])
+            self.prefix_len = self.template.shared_prefix_len(static, ids)
+            self.trace.append_prompt(ids)
+            return
+        new = [m for m in new if not isinstance(m, AssistantMessage)]
+        if new:
+            self._after_user = isinstance(new[-1], UserMessage)
+            self.trace.append_prompt(self.template.delta(as_dicts(new), self._last_finished))
 
 
 def completions_sampler(endpoints: Endpoints, model: str, sampling: Sampling, seed: int | None,

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 
 import click
+from click.core import ParameterSource
 
 from endstate import __version__
 from endstate.core.cli import ranges
@@ -20,6 +21,8 @@ from endstate.core.cli.extras import missing_extra
 from endstate.core.console import stdio
 from endstate.core.errors import EXIT_CODES_HELP, EndstateError, ExitCode
 from endstate.core.records.jsonl import SkipLog
+from endstate.core.wire.keys import ROLE_KEYS, SHARED, Role, resolve_keys
+from endstate.core.wire.urls import url_problem
 
 DOMAINS_ENV = "ENDSTATE_DOMAINS"
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EPIPE, errno.EIO, errno.EFBIG}
@@ -106,7 +109,7 @@ OWN_OPTIONS = ("-h", "--help", "--version")  # what a default group answers itse
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 version_option = click.version_option(__version__, "--version", message="%(prog)s (endstate) %(version)s")
 quiet_option = click.option("-q", "--quiet", is_flag=True,
-                            help="No progress bar and no summary line on stderr.")
+                            help="Errors and warnings only on stderr: no progress, no summary.")
 
 
 verbose_option = click.option(
@@ -148,16 +151,32 @@ def env_domain_dirs() -> list[str]:
 
 
 def judge_options(fn):
-    """--judge-model, --judge-base-url and --judge-cache, handed to the command as one `judge`
-    (a Judge, or None when no judge is configured)."""
+    """--judge-model, --judge-base-url, --judge-cache and --judge-key-env, handed to the command
+    as one `judge` (a Judge, or None when no judge is configured). The judge's key follows
+    core.wire.keys: after the run's agent and user (`cfg`, where the command has one)."""
     @functools.wraps(fn)
-    def with_judge(*args, judge_model, judge_base_url, judge_cache, **kwargs):
+    def with_judge(*args, judge_model, judge_base_url, judge_cache, judge_key_env, **kwargs):
         # here, not at the top: the tools without a judge skip its imports
         from endstate.core.grading.judge import Judge
 
-        return fn(*args, judge=Judge.from_options(judge_model, judge_base_url, judge_cache), **kwargs)
+        cfg = kwargs.get("cfg")  # probe's agent and user: the shared key may go to their hosts
+        url = judge_base_url or os.environ.get("ENDSTATE_JUDGE_BASE_URL")
+        judge_named = url and (judge_model or os.environ.get("ENDSTATE_JUDGE_MODEL"))
+        roles = [*(cfg.roles() if cfg is not None else []),
+                 Role("judge", [url] if judge_named and not url_problem(url) else [], judge_key_env)]
+        key = role_keys(roles, only="judge").get("judge")
+        judge = Judge.from_options(judge_model, judge_base_url, judge_cache, api_key=key)
+        if judge is None:
+            _refuse_half_a_judge()
+        else:
+            judge.key_env = judge_key_env  # named in the preflight's words about a refused key
+        return fn(*args, judge=judge, **kwargs)
 
     for option in (
+        click.option("--judge-key-env", type=ranges.KEY_ENV, default=ROLE_KEYS["judge"],
+                     show_default=True, help="The environment variable holding the judge "
+                     f"endpoint's API key (unset: ${SHARED} where the host is the same; "
+                     "docs/cli.md, API keys)."),
         click.option("--judge-cache", type=click.Path(dir_okay=False),
                      help="SQLite file of cached verdicts [default: judge.sqlite in $ENDSTATE_CACHE, "
                      "else ~/.cache/endstate]."),
@@ -167,6 +186,43 @@ def judge_options(fn):
                      help="Model answering judge questions (env ENDSTATE_JUDGE_MODEL).")):
         with_judge = option(with_judge)
     return with_judge
+
+
+def _refuse_half_a_judge() -> None:
+    """A judge flag given on the command line that configures no judge: a usage error naming
+    what is missing (a judge needs its model and its URL; the cache serves a judge)."""
+    ctx = click.get_current_context()
+    given = [name for name in ("judge_model", "judge_base_url", "judge_cache", "judge_key_env")
+             if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise click.UsageError(f"{flag} has no effect without a judge (--judge-model and "
+                               "--judge-base-url, or $ENDSTATE_JUDGE_MODEL and "
+                               f"$ENDSTATE_JUDGE_BASE_URL): give both, or drop {flag}")
+
+
+def role_keys(roles: list[Role], only: str | None = None) -> dict[str, str | None]:
+    """Each role's API key (core.wire.keys), its warnings on stderr (`only`: that role's)."""
+    keys, warnings = resolve_keys(roles)
+    for role, warning in warnings.items():
+        if only in (None, role):
+            click.echo(f"warning: {warning}", err=True)
+    return keys
+
+
+def _refuse_api_key(ctx, param, value) -> None:
+    if value is not None:  # never echoed: it is a secret
+        raise click.BadParameter(
+            "took the key itself, which `ps` and shell history show to anyone: export it and name "
+            f"its variable instead (--agent-key-env VAR, --user-key-env VAR, --judge-key-env VAR; "
+            f"by default {', '.join(ROLE_KEYS.values())}, else {SHARED})", ctx, param)
+
+
+api_key_option = click.option("--api-key", hidden=True, expose_value=False, callback=_refuse_api_key)
+preflight_option = click.option(
+    "--preflight/--no-preflight", default=True, show_default=True,
+    help="Before any work, check that every endpoint the run names (agent, user, judge) lists its "
+         "model and answers a one-token request; exit 2 naming the one that does not.")
 
 
 def parse_prices(ctx, param, values) -> dict[str, tuple[float, float]]:

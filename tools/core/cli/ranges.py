@@ -12,6 +12,7 @@ import re
 
 import click
 
+from endstate.core.wire.keys import key_env_problem
 from endstate.core.wire.urls import url_problem
 
 
@@ -63,6 +64,23 @@ class EndpointURL(click.ParamType):
 
 
 URL = EndpointURL()
+
+
+class KeyEnv(click.ParamType):
+    """The name of the environment variable holding a role's API key (core.wire.keys): a flag
+    names the variable, never the secret. A value that is no name is refused without being
+    echoed (it may be the key itself, given by mistake)."""
+
+    name = "VAR"
+
+    def convert(self, value, param, ctx):
+        problem = key_env_problem(value) if isinstance(value, str) else "takes a variable name"
+        if problem:
+            self.fail(problem, param, ctx)
+        return value
+
+
+KEY_ENV = KeyEnv()
 
 
 def split_urls(value: str) -> list[str]:

@@ -14,8 +14,9 @@ import random
 import sqlite3
 import sys
 import tempfile
+import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -24,7 +25,10 @@ from typing import Any
 
 import orjson
 
-from endstate import DOMAINS_DIR, cache_dir
+from endstate import cache_dir
+from endstate.core.deprecation import OLD_PATH
+from endstate.core.env.folders import REQUIRED_FILES, domain_dirs
+from endstate.core.env.results import DEFAULT_FORMAT, RESULT_FORMATS
 from endstate.core.env.tools import Tool
 from endstate.core.errors import EndstateError
 
@@ -35,7 +39,6 @@ LOG_PREFIX = "_endstate_"
 # (seats.rebase) would otherwise log every row and then delete the log. Tools cannot write it
 # (authorizers: LOG_PREFIX tables are the sandbox's).
 QUIET = f"{LOG_PREFIX}quiet"
-REQUIRED_FILES = ("schema.sql", "seed.py", "tools.py")
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,9 @@ def _load_module(path: Path, name: str) -> ModuleType:
     # up by name to read string annotations (`from __future__ import annotations`, "Node")
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        with warnings.catch_warnings():  # an old import path is said on stderr, at the domain's line
+            warnings.filterwarnings("default", OLD_PATH, DeprecationWarning)
+            spec.loader.exec_module(module)
     except Exception as e:
         sys.modules.pop(name, None)
         raise EndstateError(f"{path}: failed to load: {type(e).__name__}: {e}") from e
@@ -100,6 +105,34 @@ class Domain:
     @cached_property
     def now(self) -> str:
         return getattr(self.tools_module, "NOW", DEFAULT_NOW)
+
+    @cached_property
+    def free(self) -> tuple[str, ...]:
+        """What the unrequested-change guard lets any task of this domain change (core.grading.
+        footprint): tools.py's FREE, names of columns (`updated_at`: any table), `table.column`s
+        or tables (a log)."""
+        names = getattr(self.tools_module, "FREE", ())
+        if isinstance(names, str) or not all(isinstance(n, str) and self.holds(n) for n in names):
+            raise EndstateError(f"{self.path}/tools.py: FREE must be a tuple of this domain's columns "
+                                f"(`updated_at`: any table), `table.column`s or tables, not {names!r}")
+        return tuple(names)
+
+    def holds(self, name: str) -> bool:
+        """Whether `name` is a table, a `table.column` or a column of some table of this domain."""
+        table, _, column = name.rpartition(".")
+        if table:
+            return table in self.tables and column in self.tables[table].columns
+        return name in self.tables or any(name in t.columns for t in self.tables.values())
+
+    @cached_property
+    def render_result(self) -> Callable[[Any], str]:
+        """A tool's return value as its tool message's text, in the format tools.py names with
+        RESULTS (core.env.results; default json)."""
+        name = getattr(self.tools_module, "RESULTS", DEFAULT_FORMAT)
+        if not isinstance(name, str) or name not in RESULT_FORMATS:
+            raise EndstateError(f"{self.path}/tools.py: RESULTS = {name!r} names no tool result "
+                                f"format; use one of {', '.join(map(repr, RESULT_FORMATS))}")
+        return RESULT_FORMATS[name]
 
     @cached_property
     def checks_module(self) -> ModuleType | None:
@@ -246,24 +279,12 @@ def remove_change_log(conn: sqlite3.Connection) -> None:
         conn.execute(f'DROP {kind.upper()} "{name}"')
 
 
-def _candidate_dirs(extra: Sequence[str]) -> list[Path]:
-    """Each entry is a domain folder itself or a folder of domain folders."""
-    found = []
-    for root in [DOMAINS_DIR, *map(Path, extra)]:
-        if all((root / f).exists() for f in REQUIRED_FILES):
-            found.append(root)
-        elif root.is_dir():
-            found.extend(sorted(p for p in root.iterdir()
-                                if p.is_dir() and (p / "schema.sql").exists()))
-    return found
-
-
 class Domains:
     """All domains visible to a run, by name."""
 
     def __init__(self, extra_dirs: Sequence[str] = ()):
         self.by_name: dict[str, Domain] = {}
-        for path in _candidate_dirs(extra_dirs):
+        for path in domain_dirs(extra_dirs):
             missing = [f for f in REQUIRED_FILES if not (path / f).exists()]
             if missing:
                 raise EndstateError(f"{path}: not a domain folder, missing {', '.join(missing)}")
@@ -278,7 +299,8 @@ class Domains:
             return self.by_name[name]
         except KeyError:
             raise EndstateError(f"unknown domain {name!r}; known: {', '.join(sorted(self.by_name))}"
-                                "; add yours with --domains DIR") from None
+                                "; add yours with --domains DIR (or install a package that "
+                                "registers it: docs/api.md)") from None
 
     def __iter__(self):
         return iter(self.by_name.values())

@@ -362,3 +362,21 @@ def _put(item: dict[str, Any], path: list[str], value: Any) -> None:
     for step in path[:-1]:
         item = item.setdefault(step, {})
     item[path[-1]] = value
+
+
+class _Lacking:
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+LACKING = _Lacking()  # a field a record lacks, in a row shown to a person
+
+
+def readable_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A row's columns as a person reads them in a detail: the `_absent` bookkeeping column left
+    out and folded in, each field it names shown as <absent> (not null, not missing)."""
+    if ABSENT not in row:
+        return row
+    lacking = orjson.loads(row[ABSENT]) if row[ABSENT] else []
+    shown = {c: v for c, v in row.items() if c != ABSENT}
+    return {**shown, **dict.fromkeys(lacking, LACKING)}

@@ -18,7 +18,7 @@ import _signal  # signal's own functions: signal.signal wraps each in enum conve
 import hashlib
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +50,7 @@ from endstate.core.errors import EndstateError
 @dataclass
 class ToolResult:
     ok: bool
-    content: str  # what the agent sees: JSON of the return value, or {"error": ...}
+    content: str  # what the agent sees: the return value in the domain's format, or {"error": ...}
     value: Any = None
 
     @classmethod
@@ -119,7 +119,7 @@ def init_state(domain: Domain, init: Mapping[str, list[Row]] | None) -> InitStat
     return cache[key]
 
 
-def _invoke(t, db: Db, args: Any, name: str) -> ToolResult:
+def _invoke(t, db: Db, args: Any, name: str, render: Callable[[Any], str]) -> ToolResult:
     """Run a tool: every way it can fail is an error observation for the agent. A SystemExit or
     KeyboardInterrupt it raises itself is one too; a Ctrl-C that arrives meanwhile (on the main
     thread) still interrupts the run."""
@@ -141,7 +141,7 @@ def _invoke(t, db: Db, args: Any, name: str) -> ToolResult:
         _signal.signal(_signal.SIGINT, noted)
     try:
         value = t.invoke(db, args)
-        return ToolResult(True, orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode(), value)
+        return ToolResult(True, render(value), value)
     except ToolError as e:
         return ToolResult.error(str(e))
     except sqlite3.DatabaseError as e:
@@ -236,7 +236,7 @@ class Sandbox:
             # Read-only tools are held to it by counting changes, not by PRAGMA query_only: a
             # pragma expires every prepared statement of the connection.
             writes_before = conn.total_changes
-            result = _invoke(t, Db(conn, self.domain.now), args, name)
+            result = _invoke(t, Db(conn, self.domain.now), args, name, self.domain.render_result)
             wrote = conn.total_changes != writes_before
             if result.ok and wrote and not t.writes:
                 result = ToolResult.error(f"{name} failed: read-only tool tried to write")

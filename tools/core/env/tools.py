@@ -17,12 +17,14 @@ should be told ("order W1 is already shipped").
 
 What the built-in domains share lives here too: `db.get` (a row by id, or the one "not found"
 error), `db.today`, `customer_finder` and `employee_finder` (their find tools), `escalator`, the argument
-checks `positive_cents` and `iso_date`, and, for seed.py, `insert_rows`.
+checks `positive_cents`, `rounded_within` and `iso_date` (each checks the value stored: after
+rounding, within sane bounds), and, for seed.py, `insert_rows`.
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 import sqlite3
 import typing
 from collections.abc import Callable, Iterable, Sequence
@@ -281,15 +283,36 @@ def escalator(references: str) -> Callable[..., dict]:
 
 
 def positive_cents(amount: float, what: str = "amount") -> float:
-    """A money argument: refused unless positive, rounded to the cent."""
-    if amount <= 0:
-        raise ToolError(f"{what} must be positive")
-    return round(amount, 2)
+    """A money argument rounded to the cent, refused unless what is stored is positive: the check
+    is on the rounded value (0.004 or 5e-324 round to 0.0) and NaN or infinity are no amount."""
+    return rounded_within(amount, 0.01, math.inf, what, "must be positive")
 
 
-def iso_date(text: str, what: str) -> str:
-    """A date argument as YYYY-MM-DD; anything else is refused naming the argument `what`."""
+def rounded_within(value: float, low: float, high: float, what: str, said: str = "",
+                   places: int = 2) -> float:
+    """A number argument rounded to `places` decimals, refused naming `what` unless the rounded
+    value (what is stored) is finite and within [low, high]; `said`: the error's words, else
+    "must be between LOW and HIGH"."""
+    stored = round(value, places) if math.isfinite(value) else value
+    if not (math.isfinite(stored) and low <= stored <= high):
+        rounded = f" ({value!r} rounds to {stored!r})" if stored != value and math.isfinite(value) else ""
+        raise ToolError(f"{what} {said or f'must be between {low:g} and {high:g}'}{rounded}")
+    return stored
+
+
+EARLIEST, LATEST = date(1900, 1, 1), date(2199, 12, 31)  # past these, a date is a typo or a probe
+
+
+def iso_date(text: str, what: str, earliest: date | str = EARLIEST, latest: date | str = LATEST) -> str:
+    """A date argument as YYYY-MM-DD, within [earliest, latest] (dates or YYYY-MM-DD text);
+    anything else is refused naming the argument `what`."""
     try:
-        return date.fromisoformat(text.strip()).isoformat()
+        day = date.fromisoformat(text.strip())
     except ValueError:
         raise ToolError(f"{what} {text!r} is not a date; use YYYY-MM-DD") from None
+    low, high = (d if isinstance(d, date) else date.fromisoformat(d) for d in (earliest, latest))
+    if day < low:
+        raise ToolError(f"{what} {day} is before {low}")
+    if day > high:
+        raise ToolError(f"{what} {day} is after {high}")
+    return day.isoformat()

@@ -11,13 +11,15 @@ from dataclasses import dataclass, field
 import msgspec
 
 from endstate.core.agent import prompting
-from endstate.core.agent.local_model import EMBEDDED, resolve_model
+from endstate.core.agent.local_model import EMBEDDED
 from endstate.core.agent.sampling import Sampling
+from endstate.core.episode.backends import BACKENDS, Backend, endpoint_backends
 from endstate.core.episode.settings import EpisodeSettings
-from endstate.core.episode.users import LLMUser, ScriptedUser
+from endstate.core.episode.users import SIMULATED_USERS, SimulatedUser, UserEndpoint, UserKind
 from endstate.core.errors import EndstateError
 from endstate.core.records.structs import Policy, Prompting, SamplingRecord, Task, Usage
 from endstate.core.wire.endpoints import Endpoints, RetryPolicy
+from endstate.core.wire.keys import ROLE_KEYS, Role
 
 MIN_TIMEOUT_S = 60.0
 
@@ -41,7 +43,12 @@ class RunConfig(EpisodeSettings):
     model: str = EMBEDDED
     tokenizer: str | None = None
     agent_urls: list[str] = field(default_factory=list)
-    api_key: str = "EMPTY"
+    # each role's API key (core.wire.keys), None: none sent; kept out of repr, so out of every log
+    agent_key: str | None = field(default=None, repr=False)
+    user_key: str | None = field(default=None, repr=False)
+    agent_key_env: str = ROLE_KEYS["agent"]  # where each came from (a name, never a secret)
+    user_key_env: str = ROLE_KEYS["user"]
+    preflight: bool = True  # every endpoint answers one request before the first episode
     seed: int | None = 0  # None: no seed is sent to endpoints (local generation uses 0)
     procs: int = 1  # processes running episodes, each its own event loop (endpoint backends)
     timeout: float | None = None  # None: default_timeout(max_new_tokens)
@@ -57,24 +64,34 @@ class RunConfig(EpisodeSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # --stop and --extra-body, before any episode
-        if self.procs > 1 and self.backend == "local":
-            raise EndstateError("--procs needs an endpoint backend (chat or completions): the local "
-                                "backend batches all its episodes in one process")
-        if self.backend == "completions" and self.tokenizer is None and self.model != EMBEDDED:
-            raise EndstateError(
-                f"--backend completions --model {self.model} needs --tokenizer: a local folder with "
-                "the served model's tokenizer files (the folder the server was started with, or "
-                "the tokenizer*.json files of its hub repo); endstate renders and tokenizes the "
-                f"prompts itself. (--tokenizer {EMBEDDED} if the server runs the embedded SmolLM2.)")
-        if self.backend == "local" and self.extra_body:
-            raise EndstateError("--extra-body is merged into endpoint requests; the local backend "
-                                "sends none (use --backend chat or completions, or drop it)")
+        backend = self.agent_backend  # an unknown name is refused here, naming the registered ones
+        self.user_kind  # noqa: B018 - likewise
+        if self.procs > 1 and not backend.endpoint:
+            raise EndstateError(f"--procs needs an endpoint backend ({endpoint_backends()}): the "
+                                f"{self.backend} backend runs all its episodes in this process")
+        backend.check(self)
+        if not backend.endpoint and self.extra_body:
+            raise EndstateError(f"--extra-body is merged into endpoint requests; the {self.backend} "
+                                f"backend sends none (use --backend {endpoint_backends()}, or drop it)")
         if self.timeout is None:
             self.timeout = default_timeout(self.max_new_tokens)
 
     @property
+    def agent_backend(self) -> Backend:
+        return _named(BACKENDS, self.backend, "--backend")
+
+    @property
+    def user_kind(self) -> UserKind:
+        return _named(SIMULATED_USERS, self.user, "--user")
+
+    @property
     def sampling(self) -> Sampling:
         return Sampling.of(self)
+
+    def roles(self) -> list[Role]:
+        """The agent and the simulated user, with the endpoints each talks to (none: local)."""
+        return [Role("agent", self.agent_urls if self.agent_backend.endpoint else [], self.agent_key_env),
+                Role("user", self.user_urls if self.user_kind.endpoint else [], self.user_key_env)]
 
     def policy(self) -> Policy:
         return Policy(model=self.model, backend=self.backend, seed=self.seed,
@@ -88,9 +105,7 @@ class RunConfig(EpisodeSettings):
         generic defaults (core.prompting)."""
         if self.resolved_prompting is not None:
             return self.resolved_prompting
-        folder = (resolve_model(self.model) if self.backend == "local"
-                  else resolve_model(self.tokenizer) if self.backend == "completions" and self.tokenizer
-                  else None)
+        folder = self.agent_backend.prompting_folder(self)
         flags = {"few_shot": self.few_shot, "tool_prefill": self.tool_prefill,
                  "tool_format": self.tool_format}
         return prompting.resolve(flags, folder, f"model {self.model}")
@@ -112,26 +127,37 @@ def price_of(cfg: RunConfig) -> Callable[[dict[str, Usage]], float | None]:
     return price
 
 
+def _named(registry, name: str, flag: str):
+    """The entry `name` of `registry`, or the usage error naming the registered ones."""
+    try:
+        return registry[name]
+    except KeyError as e:
+        raise EndstateError(f"{flag} {name}: {e.args[0]}") from None
+
+
+def user_endpoint(cfg: RunConfig) -> UserEndpoint:
+    """The model behind the simulated user: --user-url's endpoints (with their key, timeout and
+    retries), --user-model, the seed it sends."""
+    return UserEndpoint(Endpoints(cfg.user_urls, cfg.user_key, cfg.timeout, RetryPolicy(attempts=cfg.retries)),
+                        cfg.user_model, cfg.seed if cfg.user_seed else None, cfg.user_key_env)
+
+
 @dataclass
 class UserMaker:
-    """task -> its simulated user. The LLM users of one run share one set of endpoints, which
-    `close` closes at the end of the run, on the event loop that used them."""
+    """task -> its simulated user, of the run's kind. The users of one run share one set of
+    endpoints (a kind that talks to a model), which `close` closes at the end of the run, on the
+    event loop that used them."""
 
     cfg: RunConfig
-    endpoints: Endpoints | None = None
+    endpoint: UserEndpoint | None = None
 
     def __post_init__(self) -> None:
-        if self.cfg.user == "llm":
-            cfg = self.cfg
-            self.endpoints = Endpoints(cfg.user_urls, cfg.api_key, cfg.timeout,
-                                       RetryPolicy(attempts=cfg.retries))
+        if self.cfg.user_kind.endpoint:
+            self.endpoint = user_endpoint(self.cfg)
 
-    def __call__(self, task: Task) -> ScriptedUser | LLMUser:
-        if self.endpoints is None:
-            return ScriptedUser.for_task(task)
-        return LLMUser(self.endpoints, self.cfg.user_model, task.user.instruction,
-                       seed=self.cfg.seed if self.cfg.user_seed else None)
+    def __call__(self, task: Task) -> SimulatedUser:
+        return self.cfg.user_kind.make(task, self.endpoint)
 
     def close(self) -> None:
-        if self.endpoints is not None:
-            self.endpoints.close()
+        if self.endpoint is not None:
+            self.endpoint.endpoints.close()

@@ -13,16 +13,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
-from endstate.core.agent.backends import AgentBackend
+from endstate.core.agent.session import AgentBackend, AgentSession
 from endstate.core.env.domain import Domain
 from endstate.core.env.sandbox import Sandbox
 from endstate.core.env.seats import SandboxLost
-from endstate.core.episode.users import STOP, LLMUser, ScriptedUser
+from endstate.core.episode.users import STOP, SimulatedUser
 from endstate.core.errors import EndstateError
 from endstate.core.records.episode import episode_id
 from endstate.core.records.structs import (
@@ -66,6 +66,19 @@ def _system_error(e: Exception, spec: EpisodeSpec) -> ErrorInfo:
 
 
 @dataclass
+class Conversation:
+    """An episode's transcript, the only copy: each message appended is told to the agent
+    session (AgentSession.observe), in order, its own turns included."""
+
+    session: AgentSession
+    messages: list[Message] = field(default_factory=list)
+
+    def append(self, *messages: Message) -> None:
+        self.messages.extend(messages)
+        self.session.observe(list(messages))
+
+
+@dataclass
 class EpisodeSpec:
     task: Task
     domain: Domain
@@ -74,17 +87,18 @@ class EpisodeSpec:
     max_turns: int | None = None
 
 
-async def run_episode(spec: EpisodeSpec, backend: AgentBackend, user: ScriptedUser | LLMUser,
+async def run_episode(spec: EpisodeSpec, backend: AgentBackend, user: SimulatedUser,
                       price: Callable[[dict[str, Usage]], float | None]) -> Episode:
     """Run one episode and return its record (schemas/episode.schema.json). The transcript is
-    the episode's own; the agent session is shown what it gains (AgentSession)."""
+    the episode's own (Conversation): the agent session is told of each message appended."""
     task, started = spec.task, time.perf_counter()
     timing = {"model_s": 0.0, "tools_s": 0.0, "user_s": 0.0}
     agent_usage = Usage()
     with Sandbox(spec.domain, task.init, task.tools) as sandbox:
         session = backend.open(spec.domain, [t.schema for t in sandbox.tools.values()])
-        transcript: list[Message] = [SystemMessage(session.system), UserMessage(task.user.opening)]
-        session.begin(transcript)
+        conversation = Conversation(session)
+        transcript, append = conversation.messages, conversation.append
+        append(SystemMessage(session.system), UserMessage(task.user.opening))
         status, error, termination = "ok", None, "max_turns"
         turns: list[dict[str, Any]] = []
         try:
@@ -94,14 +108,13 @@ async def run_episode(spec: EpisodeSpec, backend: AgentBackend, user: ScriptedUs
                 if turn.trace_turn is not None:
                     turns.append(turn.trace_turn)
                 said = turn.message(n)
-                transcript.append(said)
+                append(said)
                 if said.tool_calls:
                     t = time.perf_counter()
                     results = [ToolMessage(c.id, c.name, sandbox.call(c.name, c.args()).content)
                                for c in said.tool_calls]
                     timing["tools_s"] += time.perf_counter() - t
-                    transcript += results
-                    session.observe(results)
+                    append(*results)
                     continue
                 if not said.content and not said.parse_error:
                     termination = "agent_done"
@@ -110,10 +123,10 @@ async def run_episode(spec: EpisodeSpec, backend: AgentBackend, user: ScriptedUs
                 if reply == STOP:
                     termination = "user_stop"
                     break
-                transcript.append(UserMessage(reply))
-                session.observe(transcript[-1:])
+                append(UserMessage(reply))
         except ContextOverflow as e:
             termination = "context_overflow"
+            # endstate's note on the record, after the conversation: no session is told of it
             transcript.append(SystemMessage(f"[endstate] context overflow: {e}"))
         except SandboxLost as e:  # the domain's bug, in this episode only
             status, termination, error = "system_error", None, ErrorInfo("tool", e.message)

@@ -4,11 +4,9 @@ plan of what is left, in that order."""
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
-import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -250,41 +248,6 @@ def episodes_path_writer(path: str | None) -> NamedWriter | None:
     return NamedWriter(path)
 
 
-# -- which tasks may run together: content identity, and the user a task needs ------------------
-
-_SPACE = re.compile(r"\s+")
-
-
-def fingerprint(task: Mapping[str, Any]) -> str:
-    """Content identity of a task: domain + normalized user instruction + checks. Two tasks with
-    the same fingerprint ask the same thing, whatever their ids (lowercased, whitespace collapsed;
-    checks compared as canonical JSON)."""
-    instruction = _SPACE.sub(" ", str(task.get("user", {}).get("instruction", ""))).strip().lower()
-    checks = orjson.dumps(task.get("checks", []), option=orjson.OPT_SORT_KEYS)
-    blob = b"\0".join([str(task.get("domain", "")).encode(), instruction.encode(), checks])
-    return hashlib.sha256(blob).hexdigest()
-
-
-def overlapping(candidates: Iterable[Mapping[str, Any]], benchmark: Iterable[Mapping[str, Any]],
-                ids: Iterable[str] = ()) -> frozenset[str]:
-    """Candidate ids that are benchmark tasks, by id or by fingerprint."""
-    bench = list(benchmark)
-    bench_ids = {t["id"] for t in bench}
-    bench_prints = {fingerprint(t) for t in bench}
-    hit = {i for i in ids if i in bench_ids}
-    hit |= {t["id"] for t in candidates if t["id"] in bench_ids or fingerprint(t) in bench_prints}
-    return frozenset(hit)
-
-
-def unplayable(tasks: Iterable[dict[str, Any]], user: str) -> list[str]:
-    """Ids of the tasks whose user `user` cannot play: under the scripted user, a task whose user
-    has no script, no reactions and no default reply (a task whose opening is all its user has
-    to say declares it with `"script": []`)."""
-    if user != "scripted":
-        return []
-    return [t["id"] for t in tasks if not {"script", "reactions", "default"} & set(t["user"])]
-
-
 def refuse(ids: list[str], problem: str, fix: str) -> None:
     """Stop before any episode: exit 2 naming the tasks (the first ten) and the flag that fixes it."""
     if ids:
@@ -292,26 +255,20 @@ def refuse(ids: list[str], problem: str, fix: str) -> None:
         raise EndstateError(f"{len(ids)} task(s) {problem}: {shown}; {fix}")
 
 
-# The splits no policy may train on: `bench`, held out from the domains that have training tasks,
-# and `ood`, the benchmark of domains with no training task at all (docs/domains.md).
-HELD_OUT_SPLITS = ("bench", "ood")
+# -- which tasks may run: the user a task needs ---------------------------------------------------
 
+def unplayable(tasks: Iterable[dict[str, Any]], user: str) -> list[str]:
+    """Ids of the tasks the simulated user kind `user` cannot play (UserKind.plays): under the
+    scripted user, a task whose user has no script, no reactions and no default reply (a task
+    whose opening is all its user has to say declares it with `"script": []`)."""
+    from endstate.core.episode.users import SIMULATED_USERS  # as in _unrunnable
 
-def refuse_held_out(tasks: Iterable[Mapping[str, Any]], source: str, flag: str) -> None:
-    """The leak guard of a training pool (bucket --tasks, grpo's pool): exit 2 when `source` holds
-    tasks of a held-out split, naming them. A policy trained on its benchmark tasks makes the
-    benchmark measure nothing; `flag` is how a user says they mean it."""
-    held = [t for t in tasks if t.get("split") in HELD_OUT_SPLITS]
-    per_split = ", ".join(f"{split} {n}" for split in HELD_OUT_SPLITS
-                          if (n := sum(t["split"] == split for t in held)))
-    refuse([f"{t['id']} ({t['split']})" for t in held],
-           f"of a held-out split ({per_split}) in {source} would go into a training pool",
-           f"train on the train split (`grade tasks --split train --full`), or pass {flag} if you "
-           "mean to train on them")
+    plays = SIMULATED_USERS[user].plays
+    return [t["id"] for t in tasks if not plays(t)]
 
 
 def refuse_unplayable(tasks: Iterable[dict[str, Any]], user: str) -> None:
     """Exit 2 before any episode when the simulated user cannot play some tasks (unplayable)."""
-    refuse(unplayable(tasks, user), "have no user.script, reactions or default for --user scripted "
-           "to say (each episode would end at the agent's first question)",
-           "run them with --user llm --user-url URL --user-model NAME, or give each a user.script")
+    from endstate.core.episode.users import SIMULATED_USERS  # as in _unrunnable
+
+    refuse(unplayable(tasks, user), *SIMULATED_USERS[user].refusal)

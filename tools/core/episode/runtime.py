@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from endstate.core.agent.backends import AgentBackend
+from endstate.core.agent.session import AgentBackend
 from endstate.core.console import stdio
 from endstate.core.console.progress import Progress, episode_counts, episode_tokens
 from endstate.core.env.domain import Domains

@@ -1,19 +1,68 @@
-"""Simulated users: a task's script (offline, deterministic) or an LLM holding the task's private
-instruction. Each answers what the agent said to it, or STOP to end the conversation."""
+"""Simulated users, by kind (--user): a task's script (offline, deterministic) or an LLM holding
+the task's private instruction. Each answers what the agent said to it, or STOP to end the
+conversation. SIMULATED_USERS holds the kinds; a module or an installed package adds one
+(docs/api.md)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from endstate.core.errors import ConfigurationError
 from endstate.core.records.structs import AssistantMessage, Message, Task, Usage, UserMessage
+from endstate.core.registry import Registry, instance_of
 from endstate.core.wire.endpoints import Endpoints, chat_message, usage_of
+from endstate.core.wire.preflight import Probe, chat_probe
 
 STOP = "###STOP###"  # the simulated user's way of ending the conversation
+
+
+class SimulatedUser(Protocol):
+    """One episode's user: `reply` answers the transcript so far (or STOP); `usage` counts its
+    model's tokens; `close` releases what it holds."""
+
+    usage: Usage
+
+    async def reply(self, transcript: list[Message]) -> str: ...
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class UserEndpoint:
+    """The model behind a user kind that talks to one (--user-url, --user-model): its endpoints,
+    the seed its requests carry, and the variable its key came from (said on a 401)."""
+
+    endpoints: Endpoints
+    model: str
+    seed: int | None
+    key_env: str = ""
+
+
+def _plays_every_task(task: dict[str, Any]) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class UserKind:
+    """A kind of simulated user, by name (--user NAME): how a run makes one per task, and what it
+    needs. `make(task, endpoint)` gets the UserEndpoint when `endpoint` is true (the run then
+    needs --user-url and --user-model, and preflight sends `probe(endpoint)`), else None.
+    `plays(task record)` says whether it can play a task: the others are refused before any
+    episode, with `refusal`: what they lack, and the fix."""
+
+    make: Callable[[Task, UserEndpoint | None], SimulatedUser]
+    help: str
+    endpoint: bool = False
+    probe: Callable[[UserEndpoint], Probe] | None = None
+    plays: Callable[[dict[str, Any]], bool] = _plays_every_task
+    refusal: tuple[str, str] = ("cannot be played", "")
+
+
+SIMULATED_USERS: Registry[UserKind] = Registry("simulated user", accept=instance_of(UserKind))
 
 
 @dataclass
@@ -90,17 +139,7 @@ def _nested_repeat(items: Any, inside: bool) -> bool:
             low, high, sub = av
             if (inside and low != high) or _nested_repeat(sub, inside or high == c.MAXREPEAT):
                 return True
-        elif op is c.POSSESSIVE_REPEAT and _nested_repeat(av[2], False):
-            return True
-        elif op is c.ATOMIC_GROUP and _nested_repeat(av, False):
-            return True
-        elif op is c.SUBPATTERN and _nested_repeat(av[3], inside):
-            return True
-        elif op is c.BRANCH and any(_nested_repeat(b, inside) for b in av[1]):
-            return True
-        elif op in (c.ASSERT, c.ASSERT_NOT) and _nested_repeat(av[1], inside):
-            return True
-        elif op is c.GROUPREF_EXISTS and any(_nested_repeat(b, inside) for b in av[1:] if b):
+        elif op is c.POSSESSIVE_REPEAT and _nested_repeat(av[2], False) or op is c.ATOMIC_GROUP and _nested_repeat(av, False) or op is c.SUBPATTERN and _nested_repeat(av[3], inside) or op is c.BRANCH and any(_nested_repeat(b, inside) for b in av[1]) or op in (c.ASSERT, c.ASSERT_NOT) and _nested_repeat(av[1], inside) or op is c.GROUPREF_EXISTS and any(_nested_repeat(b, inside) for b in av[1:] if b):
             return True
     return False
 
@@ -112,6 +151,9 @@ short message at a time. When your request is handled, or cannot be, reply with 
 <instructions>
 {instruction}
 </instructions>"""
+
+
+LLM_USER_TEMPERATURE = 0.7
 
 
 @dataclass
@@ -139,9 +181,37 @@ class LLMUser:
                 convo.append({"role": "user", "content": m.content})
 
         response = await self.endpoints.post("/chat/completions", {
-            "model": self.model, "messages": convo, "temperature": 0.7, "max_tokens": 256,
+            "model": self.model, "messages": convo, "temperature": LLM_USER_TEMPERATURE, "max_tokens": 256,
             "seed": self.seed})
         self.usage.add(usage_of(response))
         self.usage.calls += 1
         text = (chat_message(response).get("content") or "").strip()
         return STOP if STOP in text or not text else text
+
+
+def _has_script(task: dict[str, Any]) -> bool:
+    return bool({"script", "reactions", "default"} & set(task["user"]))
+
+
+SIMULATED_USERS.register("scripted", origin=f"{__name__}.ScriptedUser")(UserKind(
+    lambda task, endpoint: ScriptedUser.for_task(task), "the task's script (offline)",
+    plays=_has_script,
+    refusal=(("have no user.script, reactions or default for --user scripted to say (each "
+              "episode would end at the agent's first question)"),
+             ("run them with --user llm --user-url URL --user-model NAME, or give each a "
+              "user.script"))))
+
+
+def _llm_user(task: Task, endpoint: UserEndpoint | None) -> LLMUser:
+    return LLMUser(endpoint.endpoints, endpoint.model, task.user.instruction, seed=endpoint.seed)
+
+
+def _llm_probe(endpoint: UserEndpoint) -> Probe:
+    """A chat request as LLMUser asks (its temperature and seed)."""
+    return chat_probe("user", endpoint.endpoints, endpoint.model,
+                      {"temperature": LLM_USER_TEMPERATURE, "seed": endpoint.seed}, endpoint.key_env)
+
+
+SIMULATED_USERS.register("llm", origin=f"{__name__}.LLMUser")(UserKind(
+    _llm_user, "an LLM holding the task's private instruction (--user-url, --user-model)",
+    endpoint=True, probe=_llm_probe))

@@ -14,8 +14,9 @@ from typing import Any
 
 from endstate.core.env.changes import Changes, key_text
 from endstate.core.env.domain import Domain, Table
+from endstate.core.env.nested import readable_row
 from endstate.core.errors import EndstateError
-from endstate.core.grading import isolation, match
+from endstate.core.grading import footprint, isolation, match
 from endstate.core.grading.judge import Judge
 from endstate.core.records.structs import Usage
 from endstate.core.registry import Registry
@@ -32,7 +33,7 @@ class Context:
     conn: sqlite3.Connection | None  # the terminal state, read-only (None for coroutine kinds)
     changes: Changes
     messages: list[dict[str, Any]]
-    gold_changes: Callable[[], Changes]  # replays the task's gold on demand (cached by the caller)
+    replayed: Callable[[list[dict[str, Any]]], Changes]  # a list of gold calls' diff (cached by the caller)
     judge: Judge | None
     judge_usage: Usage = field(default_factory=lambda: Usage(calls=0, cache_hits=0))  # this episode's
 
@@ -199,16 +200,35 @@ def terminal(changes: Changes, ignore: Callable[[str, str], bool] = lambda table
 @CHECK_KINDS.register("gold_state")
 def check_gold_state(check: dict, ctx: Context) -> Outcome:
     ignore = ignored(check)
-    mine, gold = terminal(ctx.changes, ignore), terminal(ctx.gold_changes(), ignore)
+    mine, gold = terminal(ctx.changes, ignore), terminal(ctx.replayed(ctx.task.get("gold", [])), ignore)
     diffs = []
     for where in sorted(mine.keys() | gold.keys()):
         a, b = mine.get(where, "unchanged"), gold.get(where, "unchanged")
         if a != b:
-            diffs.append(f"{where[0]}[{where[1]}]: gold leaves {b!r}, episode leaves {a!r}")
+            diffs.append(f"{where[0]}[{where[1]}]: gold leaves {_readable(b)!r}, episode leaves "
+                         f"{_readable(a)!r}")
     if diffs:
         more = f" (+{len(diffs) - 3} more)" if len(diffs) > 3 else ""
         return False, "terminal state differs from gold: " + "; ".join(diffs[:3]) + more
     return True, f"terminal state equals gold ({len(gold)} changed row(s))"
+
+
+@CHECK_KINDS.register("footprint")
+def check_footprint(check: dict, ctx: Context) -> Outcome:
+    """Nothing changed that the gold (or one of the check's `alternatives`) leaves alone, but
+    what the domain and the check declare free (core.grading.footprint). Every task has one."""
+    free = check.get("free", [])
+    unknown = [n for n in free if not ctx.domain.holds(n)]
+    if unknown:
+        raise TaskError(f"footprint check frees {unknown}: neither a table, a table.column nor a "
+                        f"column of domain {ctx.domain.name}; tables: {', '.join(ctx.domain.tables)}")
+    paths = [ctx.replayed(ctx.task.get("gold", [])), *map(ctx.replayed, check.get("alternatives", []))]
+    return footprint.guard(ctx.changes, paths, footprint.free_of([*ctx.domain.free, *free]))
+
+
+def _readable(end: Any) -> Any:
+    """What a row ends as, for a detail: an imported document's `_absent` bookkeeping folded in."""
+    return readable_row(end) if isinstance(end, dict) else end
 
 
 # -- the transcript ---------------------------------------------------------------------------

@@ -12,14 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+import orjson
 
-from endstate import TASKS_DIR, __version__
+from endstate import __version__
 from endstate.core.env.changes import Changes
 from endstate.core.env.domain import Domain, Domains
+from endstate.core.env.folders import suite_files
 from endstate.core.env.sandbox import Sandbox
 from endstate.core.env.seats import StepBudget
 from endstate.core.episode.plan import read_tasks
-from endstate.core.episode.replay import replay
+from endstate.core.episode.replays import replay
 from endstate.core.errors import EndstateError
 from endstate.core.grading.checks import CHECK_KINDS, Check, Context, TaskError
 from endstate.core.grading.judge import Judge, JudgeError
@@ -55,10 +57,8 @@ class TaskIndex:
 
 
 def builtin_task_files(domains: Domains) -> list[str]:
-    files = sorted(TASKS_DIR.rglob("*.jsonl"))
-    for d in domains:
-        files += sorted((d.path / "tasks").glob("*.jsonl"))
-    return [str(f) for f in files]
+    """The built-in suites and the `tasks/` folder of every visible domain (core.env.folders)."""
+    return suite_files([str(d.path) for d in domains])
 
 
 @dataclass
@@ -66,13 +66,17 @@ class Grader:
     domains: Domains
     judge: Judge | None = None
     check_steps: int = StepBudget.STEPS  # SQLite steps each check may take (core.sandbox)
-    _gold: dict[str, Changes] = field(default_factory=dict)
+    _replays: dict[tuple[str, bytes], Changes] = field(default_factory=dict)
 
     def gold_changes(self, task: dict[str, Any]) -> Changes:
-        if task["id"] not in self._gold:
-            domain = self.domains[task["domain"]]
-            self._gold[task["id"]] = replay(domain, task, task.get("gold", []))["changes"]
-        return self._gold[task["id"]]
+        return self.replayed(task, task.get("gold", []))
+
+    def replayed(self, task: dict[str, Any], steps: list[dict[str, Any]]) -> Changes:
+        """The diff `steps` (gold calls) leave on `task`'s start state, replayed once per grader."""
+        key = (task["id"], orjson.dumps([task.get("init"), steps], option=orjson.OPT_SORT_KEYS))
+        if key not in self._replays:
+            self._replays[key] = replay(self.domains[task["domain"]], task, steps)["changes"]
+        return self._replays[key]
 
     def close(self) -> None:
         """The judge's connections, at the end of a run (on the event loop that used them)."""
@@ -82,7 +86,7 @@ class Grader:
     def task_problem(self, task: dict[str, Any]) -> str | None:
         """Why this grader cannot grade `task`, before any episode of it runs: a check kind no
         module registers, or a judge check with no judge configured."""
-        unknown = sorted({c["kind"] for c in task["checks"]} - set(CHECK_KINDS))
+        unknown = sorted({c["kind"] for c in guarded(task)} - set(CHECK_KINDS))
         if unknown:
             return (f"has check kind(s) {unknown} that no module registers; registered: "
                     f"{', '.join(CHECK_KINDS)}")
@@ -128,11 +132,12 @@ class Grader:
         budget = StepBudget(self.check_steps)
         # python checks run in a process of their own (checks.check_python): this connection is
         # the shared one, only the declarative checks read it
-        results: list[dict[str, Any] | None] = [None] * len(task["checks"])
+        checks = guarded(task)
+        results: list[dict[str, Any] | None] = [None] * len(checks)
         with sandbox, sandbox.read_only(budget) as conn:
             ctx = Context(domain, task, conn, changes, messages,
-                          lambda: self.gold_changes(task), self.judge)
-            for i, check in enumerate(task["checks"]):
+                          lambda steps: self.replayed(task, steps), self.judge)
+            for i, check in enumerate(checks):
                 fn = self._kind(check)
                 if inspect.iscoroutinefunction(fn):
                     continue
@@ -155,7 +160,7 @@ class Grader:
                      judge_optional: bool) -> None:
         """Fill in the coroutine kinds' results (the judge's), unless another check failed."""
         failed = any(r and r["passed"] is False for r in results)
-        for i, check in enumerate(task["checks"]):
+        for i, check in enumerate(guarded(task)):
             if results[i] is not None:
                 continue
             if failed or (judge_optional and self.judge is None):
@@ -226,6 +231,17 @@ class Grader:
         return graded_episode(episode, grader, reward(results), results,
                               usage={**episode.get("usage", {}),
                                      "judge": msgspec.to_builtins(ctx.judge_usage)})
+
+
+FOOTPRINT = {"id": "footprint", "kind": "footprint"}  # the guard a task gets unless it writes its own
+
+
+def guarded(task: dict[str, Any]) -> list[dict[str, Any]]:
+    """`task`'s checks as graded: its own, and the unrequested-change guard (core.grading.
+    footprint) last where none of them is one, so that no task's reward lets a side effect
+    through."""
+    checks = task["checks"]
+    return checks if any(c["kind"] == "footprint" for c in checks) else [*checks, FOOTPRINT]
 
 
 def check_id(check: dict[str, Any], i: int) -> str:

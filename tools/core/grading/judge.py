@@ -81,7 +81,7 @@ class Verdict:
 class Judge:
     model: str
     base_url: str
-    api_key: str = "EMPTY"
+    api_key: str | None = field(default=None, repr=False)  # core.wire.keys: the judge's own
     cache_path: Path = field(default_factory=lambda: cache_dir() / "judge.sqlite")
     timeout_s: float = 60.0
     retries: int = 4  # calls per question in all (the first included), with backoff
@@ -98,9 +98,9 @@ class Judge:
 
     @classmethod
     def from_options(cls, model: str | None, base_url: str | None, cache: str | None,
-                     **settings: Any) -> Judge | None:
+                     api_key: str | None = None, **settings: Any) -> Judge | None:
         """The judge the flags (else $ENDSTATE_JUDGE_MODEL, $ENDSTATE_JUDGE_BASE_URL) name, or
-        None; `settings`: timeout_s, retries."""
+        None; `api_key`: the judge's (core.wire.keys); `settings`: timeout_s, retries."""
         base_url = base_url or os.environ.get("ENDSTATE_JUDGE_BASE_URL")
         model = model or os.environ.get("ENDSTATE_JUDGE_MODEL")
         if not (model and base_url):
@@ -112,8 +112,7 @@ class Judge:
         if cache:
             settings["cache_path"] = Path(cache)
         try:
-            return cls(model, base_url, os.environ.get("ENDSTATE_JUDGE_API_KEY")
-                       or os.environ.get("OPENAI_API_KEY") or "EMPTY", **settings)
+            return cls(model, base_url, api_key, **settings)
         except (sqlite3.DatabaseError, OSError) as e:  # not SQLite, a folder, a file it cannot write
             where = cache or "the judge cache in $ENDSTATE_CACHE"
             raise ConfigurationError(f"--judge-cache {where}: cannot keep verdicts there ({e}); give "

@@ -100,8 +100,11 @@ def problem(kind: str, record: object) -> str | None:
     error = best_match(v.iter_errors(record))
     where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
     said = f"{kind} record{where or ''}: {error.message} (schema: schemas/{kind}.schema.json)"
+    # a record of the wanted kind with one bad value (a reward of 7) may still pass an earlier
+    # stage's schema: it is that stage only if its telling fields say so too
+    came_as = stage_of(record) if isinstance(record, dict) else None
     stage = next((why for (wanted, came), why in WRONG_STAGE.items()
-                  if wanted == kind and validator(came).is_valid(record)), None)
+                  if wanted == kind and came == came_as and validator(came).is_valid(record)), None)
     return f"{said}; the record is {stage}" if stage else said
 
 

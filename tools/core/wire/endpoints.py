@@ -89,6 +89,7 @@ class Endpoints:
     def __init__(self, base_urls: list[str], api_key: str | None, timeout: float, retry: RetryPolicy):
         self.urls = [u.rstrip("/") for u in base_urls]
         self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        self._key = api_key or None  # only in the header: never in a message (see `redacted`)
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
         self.timeout = timeout
@@ -110,6 +111,22 @@ class Endpoints:
             self._http.close()
         self._http = self._loop = None
 
+    @property
+    def keyed(self) -> bool:
+        """Whether requests carry an API key."""
+        return self._key is not None
+
+    def at(self, url: str, timeout: float | None = None) -> Endpoints:
+        """These endpoints' key and retries for one of their URLs alone (a start-up check asks
+        each), with at most `timeout` seconds a call."""
+        one = Endpoints([url], self._key, min(self.timeout, timeout or self.timeout), self.retry)
+        return one
+
+    def redacted(self, text: str) -> str:
+        """`text` (an endpoint's words, on their way to a message, a log or a record) without the
+        API key: a server may echo the request's headers back."""
+        return text.replace(self._key, "<api key>") if self._key and self._key in text else text
+
     async def post(self, path: str, body: dict[str, Any] | bytes) -> dict[str, Any]:
         """POST `body` as JSON to `path` (e.g. "/chat/completions"): the decoded JSON answer.
         Top-level keys set to None are left out (the server's default; `--seed none`); bytes are
@@ -124,7 +141,7 @@ class Endpoints:
             try:
                 status, data = await self._client().post(url, content, self.headers)
                 if status >= 400:
-                    raise EndpointError(url, status, data)
+                    raise EndpointError(url, status, self.redacted(data.decode(errors="replace")).encode())
                 answer = orjson.loads(data)
             except (orjson.JSONDecodeError, ProtocolError) as e:
                 raise protocol_failure(f"POST {url}: the answer is not JSON over HTTP ({e})") from e
@@ -165,7 +182,8 @@ class Endpoints:
             answer = orjson.loads(data)
         except orjson.JSONDecodeError:
             answer = None
-        problem = f"HTTP {status}: {data[:200].decode(errors='replace').strip()}" if status >= 400 else ""
+        problem = f"HTTP {status}: {self.redacted(data.decode(errors='replace'))[:200].strip()}" \
+            if status >= 400 else ""
         return status, answer, problem
 
 

@@ -5,8 +5,14 @@ With hundreds of episodes in flight, every model call's client CPU lands between
 the next request, so it is paid in wall time (bench/bench_rollout.py). aiohttp spent ~190 µs of
 CPU per call in Python request/response machinery; this client spends ~60 µs: asyncio transports
 carry the bytes (TLS included), httptools (llhttp, the parser aiohttp and uvicorn use) parses the
-answers, content-length or chunked. Left out on purpose: proxies, redirects, cookies and
-compression (we ask for identity; gzip is decoded if a server sends it anyway).
+answers, content-length or chunked. Left out on purpose: redirects, cookies and compression (we
+ask for identity; gzip is decoded if a server sends it anyway).
+
+Proxies are honoured as the openai SDK (httpx) honours them, from HTTPS_PROXY, HTTP_PROXY,
+ALL_PROXY and NO_PROXY (either case; core.wire.proxy): an https endpoint is reached through a
+CONNECT tunnel, TLS end to end with the endpoint; an http one by sending the request to the proxy
+with the absolute URL. The proxy is chosen once per origin, when its first connection opens, so
+the per-call path is the same with or without one.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from urllib.parse import urlsplit
 import httptools
 
 from endstate.core.errors import ConfigurationError
+from endstate.core.wire import proxy as proxies
 
 
 def http_failure_kind(status: int) -> str | None:
@@ -150,6 +157,9 @@ class HttpClient:
         self.timeout = timeout
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
         self._tls: ssl.SSLContext | None = None
+        self._proxies = proxies.from_environment()  # None: no proxy variable set
+        self._routes: dict[tuple[str, str, int], proxies.Proxy | None] = {}  # with proxies: per origin
+        self._forwarded: dict[tuple[str, str, int], bytes] = {}  # http origins a proxy forwards
 
     async def post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
         """(status, body) of one POST. Raises TimeoutError past the timeout, ConnectionError when
@@ -159,7 +169,13 @@ class HttpClient:
     async def request(self, method: str, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
         """(status, body) of one request (GET or POST), as `post`."""
         t = target(url)
-        request = _head(method, t, tuple(headers.items()), len(body)) + body
+        if self._proxies is not None and t.origin not in self._routes:
+            self._route(t)
+        if self._forwarded and t.origin in self._forwarded:  # an http origin behind a proxy
+            request = _forwarded_head(method, t, tuple(headers.items()), len(body),
+                                      self._forwarded[t.origin]) + body
+        else:
+            request = _head(method, t, tuple(headers.items()), len(body)) + body
         idle = self._idle.setdefault(t.origin, [])
         while idle:
             conn = idle.pop()
@@ -173,14 +189,26 @@ class HttpClient:
                 break  # closed by the server while idle: one more try, on a new connection
         return await self._exchange(await self._connect(t), request, idle)
 
+    def _route(self, t: Target) -> None:
+        """The proxy `t`'s origin goes through, if any (once per origin: NO_PROXY matched once)."""
+        via = self._routes[t.origin] = proxies.route(self._proxies, t.scheme, t.host, t.port)
+        if via is not None and t.scheme == "http":
+            self._forwarded[t.origin] = via.authorization
+
     async def _connect(self, t: Target) -> _Connection:
         loop = asyncio.get_running_loop()
         tls = None
         if t.scheme == "https":
             self._tls = self._tls or ssl.create_default_context()
             tls = self._tls
+        via = self._routes.get(t.origin)
         async with asyncio.timeout(self.timeout):  # not wait_for: that costs a task per connection
-            _, conn = await loop.create_connection(_Connection, t.host, t.port, ssl=tls)
+            if via is None:
+                _, conn = await loop.create_connection(_Connection, t.host, t.port, ssl=tls)
+            elif tls is None:  # http: the proxy takes the absolute URL (_forwarded_head)
+                _, conn = await loop.create_connection(_Connection, via.host, via.port)
+            else:
+                conn = await proxies.tunnel(loop, via, t.host, t.port, tls, _Connection)
         return conn
 
     async def _exchange(self, conn: _Connection, request: bytes, idle: list[_Connection]) -> tuple[int, bytes]:
@@ -219,3 +247,19 @@ def _head_prefix(method: str, t: Target, headers: tuple[tuple[str, str], ...]) -
 
 def _head(method: str, t: Target, headers: tuple[tuple[str, str], ...], length: int) -> bytes:
     return _head_prefix(method, t, headers) + b"%d\r\n\r\n" % length
+
+
+@lru_cache(maxsize=256)
+def _forwarded_prefix(method: str, t: Target, headers: tuple[tuple[str, str], ...],
+                      authorization: bytes) -> bytes:
+    """The head of a request an http proxy forwards: the absolute URL, and its credentials."""
+    origin = _head_prefix(method, t, headers).split(b" ", 2)
+    host = f"[{t.host}]" if ":" in t.host else t.host
+    absolute = f"http://{host}:{t.port}".encode() + origin[1]
+    return b" ".join([origin[0], absolute, origin[2]]).replace(
+        b"\r\nHost:", authorization + b"\r\nHost:", 1)
+
+
+def _forwarded_head(method: str, t: Target, headers: tuple[tuple[str, str], ...], length: int,
+                    authorization: bytes) -> bytes:
+    return _forwarded_prefix(method, t, headers, authorization) + b"%d\r\n\r\n" % length

@@ -43,8 +43,8 @@ def import_group():
               help="tau2's tools.py of the domain, read without running it: tools.py gets a stub "
                    "for every tool its toolkit CLASS declares (needed when the file has several), "
                    "with tau2's signature, docstring and read/write mark.")
-@common_options()
-def tau2(folder, out_dir, force, data_model, tasks_file, policy_file, tools_from):
+@common_options(quiet=True)
+def tau2(folder, out_dir, force, data_model, tasks_file, policy_file, tools_from, quiet):
     """Import a tau2-bench domain folder (db.json or db.toml, tasks.json, policy.md, optional
     split_tasks.json): the database as tables seeded from a copy of it, the policy, and each task
     with its gold calls, its checks (from the reward basis), its user and its split. Tools are
@@ -61,7 +61,7 @@ def tau2(folder, out_dir, force, data_model, tasks_file, policy_file, tools_from
     toolkit = read_toolkit(tools_from) if tools_from else None
     written = write_domain(read_source(folder, tasks_file, policy_file), out_dir, force, model,
                            toolkit)
-    for line in report(written, out_dir):
+    for line in () if quiet else report(written, out_dir):
         click.echo(line, err=True)
 
 
@@ -70,8 +70,8 @@ def tau2(folder, out_dir, force, data_model, tasks_file, policy_file, tools_from
 @click.option("--out", "out_dir", default=".", show_default=True,
               type=click.Path(file_okay=False, path_type=Path),
               help="The folder to create the domain folder NAME in.")
-@common_options()
-def new_domain(name, out_dir):
+@common_options(quiet=True)
+def new_domain(name, out_dir, quiet):
     """Write a domain folder NAME that runs and validates as it is: schema.sql, seed.py, tools.py
     (a read and a write tool), policy.md and tasks/NAME.jsonl with two sound tasks.
 
@@ -81,5 +81,5 @@ def new_domain(name, out_dir):
       grade validate --domains domains_mine/shop domains_mine/shop/tasks/shop.jsonl
     """
     folder = write_scaffold(name, out_dir)
-    for line in next_steps(folder, name):
+    for line in () if quiet else next_steps(folder, name):
         click.echo(line, err=True)

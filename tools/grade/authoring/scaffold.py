@@ -39,7 +39,7 @@ random choice from rng, never from the clock. To load a data file instead, see d
 import random
 import sqlite3
 
-from endstate.core.env.tools import insert_rows
+from endstate.api import insert_rows
 
 FIRST = ("Ada", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana")
 LAST = ("Abe", "Brandt", "Costa", "Diaz", "Eng", "Frey", "Gill", "Holm")
@@ -61,7 +61,7 @@ why a call did not work."""
 
 from typing import Literal
 
-from endstate.core.env.tools import Db, ToolError, tool
+from endstate.api import Db, ToolError, tool
 
 NOW = "2026-01-15T12:00:00"  # db.now: a fixed clock, so replaying calls gives the same rows
 

@@ -20,6 +20,7 @@ from endstate.grade.authoring.tau2_stubs import (
     docstring_text,
     handle_name,
     inferred_stub,
+    not_written,
     tool_name_problem,
     tools_source,
 )
@@ -132,9 +133,9 @@ def declared_stub(tool: DeclaredTool, names: Names, hints: Hints) -> str | None:
     mark = ("@tool(writes=True)" if tool.writes else "@tool") + f"  # tau2: ToolType.{tool.kind}"
     if tool.writes and tool.kind != "WRITE":
         mark += ", mutates_state=True"
-    return "\n".join([mark, f"def {tool.name}({handle}: Db{args}) -> {_returns(fn.returns)}:",
-                      *_docstring(fn, hints),
-                      f'    raise ToolError(NOT_WRITTEN.format("{tool.name}"))'])
+    aliases, body = not_written(tool.name, {p for p, _, _ in rendered} | {handle})
+    return "\n".join([*aliases, mark, f"def {tool.name}({handle}: Db{args}) -> {_returns(fn.returns)}:",
+                      *_docstring(fn, hints), body])
 
 
 def _default(node: ast.expr, hints: Hints) -> Any:

@@ -36,6 +36,11 @@ KNOWN_BAD = "known-bad"
 USER_TOOLS = "tau2:user-tools"
 KNOWN_BAD_TEXT = re.compile(r"known[ -](bad|issue|problem|bug)|\b(incorrect|wrong|broken|buggy) "
                             r"(gold|annotation|ground[ -]truth|label|task)|\bmislabel", re.I)
+# tau2's TaskIssueStatus: a task's `issues` record problems its authors found (or discussed), open
+# until resolved or left as they are (wont_fix). Each status is a tag; an open issue also makes the
+# task known-bad, since tau2 itself says something about it is wrong.
+ISSUE_STATUSES = ("open", "resolved", "wont_fix")
+ISSUE_TAG = "tau2:issue:"
 INSTRUCTION_PARTS = (("reason_for_call", "Why you are contacting support"),
                      ("known_info", "What you know"), ("unknown_info", "What you do not know"),
                      ("task_instructions", "How to act"))
@@ -48,6 +53,7 @@ class Converted:
     calls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # tool -> gold arguments
     action_checks: bool = False  # some task needs checks.py's tau2_action
     vacuous: list[str] = field(default_factory=list)  # ids of tasks an idle agent passes
+    issues: dict[str, list[str]] = field(default_factory=dict)  # tau2 id -> its issues' statuses
     documents: list[str] = field(default_factory=list)  # ids of tasks that cite a knowledge base
 
 
@@ -59,6 +65,43 @@ def task_notes(description: Any) -> str:
         return ""
     return "\n".join(f"{key.replace('_', ' ')}: {value.strip() if isinstance(value, str) else value}"
                      for key, value in description.items() if value not in (None, "", [], {}))
+
+
+def task_issues(raw: dict, where: str) -> list[dict[str, Any]]:
+    """tau2's `issues` of a task, checked: objects with an `id`, a `title` and a `status` (open
+    when not given); each gets its status filled in."""
+    checked = []
+    for at, issue in _objects(raw, "issues", where):
+        _get(issue, "id", str, where, at)
+        _get(issue, "title", str, where, at)
+        status = issue.get("status") or "open"
+        if status not in ISSUE_STATUSES:
+            raise InputError(f"{where}: {at}.status: expected one of {', '.join(ISSUE_STATUSES)}, "
+                             f"got {status!r}")
+        checked.append({**issue, "status": status})
+    return checked
+
+
+def issue_notes(issues: list[dict[str, Any]]) -> list[str]:
+    """One line per issue: `issue ID (status): title - description; resolution: ...`."""
+    def line(text: Any) -> str:
+        return " ".join(str(text).split())
+
+    return [f"issue {line(i['id'])} ({i['status']}): {line(i['title'])}"
+            + (f" - {line(i['description'])}" if i.get("description") else "")
+            + (f"; resolution: {line(i['resolution'])}" if i.get("resolution") else "")
+            for i in issues]
+
+
+def labels(raw: dict, issues: list[dict[str, Any]]) -> tuple[list[str], str]:
+    """A task's tags and notes: its source id, known-bad when its description calls it wrong or
+    an issue is open, a tag per status of its issues, user tools; the description and issues."""
+    described = task_notes(raw.get("description"))
+    statuses = [s for s in ISSUE_STATUSES if any(i["status"] == s for i in issues)]
+    known_bad = KNOWN_BAD_TEXT.search(described) or "open" in statuses
+    tags = [f"source:tau2:{raw['id']}", *([KNOWN_BAD] if known_bad else []),
+            *(ISSUE_TAG + s for s in statuses), *([USER_TOOLS] if raw.get("user_tools") else [])]
+    return tags, "\n".join([*([described] if described else []), *issue_notes(issues)])
 
 
 class Skip(Exception):
@@ -84,6 +127,16 @@ def _get(obj: dict, key: str, kinds: type | tuple, where: str, path: str = "",
     return value
 
 
+def _objects(obj: dict, key: str, where: str, path: str = "") -> list[tuple[str, dict]]:
+    """obj[key], an array of objects (none when absent), as (path of each, the object)."""
+    at = _join(path, key)
+    items = _get(obj, key, list, where, path, required=False) or []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InputError(f"{where}: {at}[{i}]: expected an object, got {type(item).__name__}")
+    return [(f"{at}[{i}]", item) for i, item in enumerate(items)]
+
+
 def user_instruction(scenario: dict, where: str) -> str:
     """The LLM user's private instruction: tau2's persona and scenario, each part headed."""
     parts = []
@@ -103,17 +156,15 @@ def user_instruction(scenario: dict, where: str) -> str:
 
 
 def _actions(criteria: dict, where: str) -> list[dict[str, Any]]:
-    actions = _get(criteria, "actions", list, where, CRITERIA, required=False) or []
-    for i, action in enumerate(actions):
-        at = f"{CRITERIA}.actions[{i}]"
-        if not isinstance(action, dict):
-            raise InputError(f"{where}: {at}: expected an object, got {type(action).__name__}")
+    actions = []
+    for at, action in _objects(criteria, "actions", where, CRITERIA):
         _get(action, "name", str, where, at)
         _get(action, "arguments", dict, where, at)
         _get(action, "compare_args", list, where, at, required=False)
         if action.get("requestor", "assistant") not in ("assistant", "user"):
             raise InputError(f"{where}: {at}.requestor: expected 'assistant' or 'user', got "
                              f"{action['requestor']!r}")
+        actions.append(action)
     return actions
 
 
@@ -221,6 +272,7 @@ class Converter:
 
     def task(self, raw: dict, where: str, out: Converted) -> dict[str, Any]:
         instruction = user_instruction(_get(raw, "user_scenario", dict, where), where)
+        issues = task_issues(raw, where)
         criteria = _get(raw, "evaluation_criteria", dict, where, required=False)
         if criteria is None:
             raise Skip("no evaluation_criteria: nothing decides its reward")
@@ -247,9 +299,9 @@ class Converter:
         if not actions and all(c["kind"] == "gold_state" for c in checks):
             out.vacuous.append(raw["id"])  # tau2 scores doing nothing 1 here; validate will say so
         task_id = raw["id"]
-        notes = task_notes(raw.get("description"))
-        tags = [f"source:tau2:{task_id}", *([KNOWN_BAD] if KNOWN_BAD_TEXT.search(notes) else []),
-                *([USER_TOOLS] if raw.get("user_tools") else [])]
+        if issues:
+            out.issues[task_id] = [i["status"] for i in issues]
+        tags, notes = labels(raw, issues)
         task = {"id": f"{self.domain}-{task_id}", "domain": self.domain,
                 **({"split": self.source.splits[task_id]} if task_id in self.source.splits else {}),
                 "tags": tags, **({"notes": notes} if notes else {}),

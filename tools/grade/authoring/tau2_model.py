@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from endstate.core.errors import FileError, InputError
+from endstate.core.records.files import read_bounded
 from endstate.grade.authoring.nested_tables import SHAPE_KEY
 from endstate.grade.authoring.tau2_hints import (
     DICTS,
@@ -28,7 +29,7 @@ from endstate.grade.authoring.tau2_hints import (
     last_name,
     model_fields,
 )
-from endstate.grade.authoring.tau2_toolkit import Names, module_names
+from endstate.grade.authoring.tau2_toolkit import MAX_BYTES, Names, module_names
 
 SAMPLE = "__endstate_model__"  # every text value of the shape
 _SCALARS = {"str": SAMPLE, "int": 0, "float": 0.0, "bool": False, "datetime": SAMPLE,
@@ -48,8 +49,8 @@ class DataModel:
 
 def read_data_model(path: Path) -> DataModel:
     try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
-    except OSError as e:
+        tree = ast.parse(read_bounded(path, MAX_BYTES), filename=str(path))
+    except OSError as e:  # a FIFO or a device too, and a file past MAX_BYTES read
         raise FileError(f"{path}: cannot read ({e.strerror}; --data-model: tau2's "
                         "data_model.py)") from None
     except UNPARSABLE as e:

@@ -11,7 +11,7 @@ from typing import Any
 
 from endstate.core.env.domain import Domain
 from endstate.core.env.nested import Mapping
-from endstate.core.episode.replay import failed_steps, replay
+from endstate.core.episode.replays import failed_steps, replay
 from endstate.core.errors import EndstateError
 from endstate.grade.authoring.nested_tables import column_types, create_table
 

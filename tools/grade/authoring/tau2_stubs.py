@@ -25,8 +25,8 @@ WRITE_PREFIXES = (
     "reschedule_", "reserve_", "reset_", "resume_", "return_", "schedule_", "send_", "set_",
     "submit_", "suspend_", "toggle_", "transfer_funds", "unblock_", "unlock_", "update_",
     "upgrade_")
-HEADER_NAMES = ("Db", "ToolError", "tool", "NOW", "NOT_WRITTEN", "NotRequired", "TypedDict", "Any",
-                "Literal", "Path", "Documents", "DOCS")
+HEADER_NAMES = ("Db", "ToolError", "tool", "NOW", "RESULTS", "NOT_WRITTEN", "NotRequired",
+                "TypedDict", "Any", "Literal", "Path", "Documents", "DOCS")
 _SCALARS = {bool: "bool", int: "int", float: "float", str: "str"}
 
 
@@ -156,8 +156,24 @@ def inferred_stub(tool: str, calls: list[dict[str, Any]], records: Records) -> s
     if params:
         lines += ["", "    Args:"]
         lines += [f"        {p}: e.g. {docstring_text(_example(e))}." for p, _, e in params]
-    lines += ['    """', f'    raise ToolError(NOT_WRITTEN.format("{tool}"))']
-    return "\n".join(lines)
+    aliases, body = not_written(tool, {p for p, _, _ in params} | {handle})
+    lines += ['    """', body]
+    return "\n".join([*aliases, *lines])
+
+
+def not_written(tool: str, params: set[str]) -> tuple[list[str], str]:
+    """(module-level lines to put before the stub, the line its body raises with). A parameter
+    named ToolError or NOT_WRITTEN would hide that name from the body (a TypeError at the call,
+    not the "not written yet" error): the body then reaches it through an alias that no parameter
+    takes, named with a leading `__`, which no tool name and no class name has."""
+    aliases, names = [], []
+    for name in ("ToolError", "NOT_WRITTEN"):
+        alias = name
+        if name in params:
+            alias = next(a for a in (f"__{name}{n or ''}" for n in itertools.count()) if a not in params)
+            aliases.append(f"{alias} = {name}  # the stub has a parameter named {name}")
+        names.append(alias)
+    return aliases, f'    raise {names[0]}({names[1]}.format("{tool}"))'
 
 
 def handle_name(taken: set[str]) -> str:
@@ -218,10 +234,11 @@ should be told, and check each tool that changes the database is marked @tool(wr
 
 from pathlib import Path
 {typing}
-from endstate.core.env.documents import Documents
-from endstate.core.env.tools import Db, ToolError, tool
+from endstate.api import Db, Documents, ToolError, tool
 
 NOW = "2026-01-15T12:00:00"  # db.now, the domain's clock: set the date your policy.md assumes
+# what a tool returns reaches the agent as tau2 shows it: a string as it is, anything else as JSON
+RESULTS = "tau2"
 NOT_WRITTEN = "tool {{}} is not written yet: write its body in the tools.py of domain {domain}"
 # seed/db.json an entry at a time, as the nested dict it is there: DOCS.load(db, "users", key),
 # change it, DOCS.save(db, "users", key, user) writes back the rows that changed
@@ -241,7 +258,7 @@ import random
 import sqlite3
 from pathlib import Path
 
-from endstate.core.env.nested import Mapping, insert_document
+from endstate.api import Mapping, insert_document
 
 DATA = Path(__file__).parent / "seed"
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from endstate.core.errors import FileError, InputError
+from endstate.core.records.files import TooLarge, read_bounded
 
 MAX_BYTES = 10_000_000  # tau2's largest tools.py is ~200 kB
 KINDS = ("READ", "WRITE", "GENERIC", "THINK")
@@ -92,13 +93,12 @@ def _parse(path: Path, notes: list[str], required: bool) -> ast.Module | None:
     a file beside it that cannot be read or parsed is noted and left out."""
     where = ""
     try:
-        if path.stat().st_size > MAX_BYTES:
-            what = f"over {MAX_BYTES:,} bytes, is this tau2's tools.py?"
-        else:
-            source = path.read_bytes()
-            if b"\0" in source:  # Python 3.11.4+ raises SyntaxError for it, 3.11.0-3 ValueError
-                raise SyntaxError("source code string cannot contain null bytes")
-            return ast.parse(source, str(path))
+        source = read_bounded(path, MAX_BYTES)  # not stat's size: /dev/zero says 0, a FIFO blocks
+        if b"\0" in source:  # Python 3.11.4+ raises SyntaxError for it, 3.11.0-3 ValueError
+            raise SyntaxError("source code string cannot contain null bytes")
+        return ast.parse(source, str(path))
+    except TooLarge:
+        what = f"over {MAX_BYTES:,} bytes, is this tau2's tools.py?"
     except OSError as e:
         if required:
             raise FileError(f"{path}: cannot read it ({e.strerror or e}); --tools-from takes "

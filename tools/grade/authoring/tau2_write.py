@@ -12,11 +12,18 @@ import orjson
 
 from endstate.core.env.domain import Domain
 from endstate.core.env.nested import Mapping, MappingError, document_rows, rebuild_document
+from endstate.core.env.results import DEFAULT_FORMAT
 from endstate.core.errors import EndstateError, ExitCode, InputError
 from endstate.grade.authoring.nested_tables import column_guide, create_statements, infer_mapping
 from endstate.grade.authoring.staging import check_domain_name, staged
 from endstate.grade.authoring.tau2_declared import GeneratedTools, generated_tools
-from endstate.grade.authoring.tau2_import import Converted, Converter
+from endstate.grade.authoring.tau2_import import (
+    ISSUE_STATUSES,
+    ISSUE_TAG,
+    KNOWN_BAD,
+    Converted,
+    Converter,
+)
 from endstate.grade.authoring.tau2_model import DataModel, model_warnings
 from endstate.grade.authoring.tau2_reimport import mark_failing_gold, merge_schema
 from endstate.grade.authoring.tau2_source import Source, init_documents
@@ -27,7 +34,7 @@ SCHEMA_HEADER = """\
 -- Tables of this domain, imported from tau2-bench by `grade import tau2`.
 -- seed.py fills them from seed/db.json (the document, unchanged) through seed/mapping.json;
 -- tables.md says where each table and column comes from in the document, and
--- endstate.core.env.nested.rebuild_document(conn, mapping) gives the document back
+-- endstate.api.rebuild_document(conn, mapping) gives the document back
 -- (docs/domains.md). Names come from the document's fields: always quoted, never in a comment.
 
 """
@@ -69,12 +76,12 @@ def write_domain(source: Source, out: Path, force: bool = False, model: DataMode
     if out.exists() and any(out.iterdir()) and not force:
         raise EndstateError(f"{out}: exists and is not empty; pass --force to overwrite the "
                             "imported files (an existing tools.py and checks.py are kept)")
+    inits = init_documents(source)
     try:
-        shapes = [*init_documents(source), *([model.shape] if model else [])]
-        mapping = infer_mapping(source.document, *shapes)
+        mapping = infer_mapping(source.document, *inits, *([model.shape] if model else []))
         document_rows(source.document, mapping)  # values SQLite cannot hold, before writing a file
     except MappingError as e:
-        raise InputError(f"{source.db_file}: {e.message}") from None
+        raise InputError(f"{_holder(source, inits, model)}: {e.message}") from None
     converted = Converter(source, domain, mapping).convert()
     tools = generated_tools(domain, converted.calls, toolkit)  # toolkit: --tools-from
     # every refusal happens here, before a write
@@ -93,6 +100,7 @@ def write_domain(source: Source, out: Path, force: bool = False, model: DataMode
                      mapping, source.document)
         if "tools.py" in kept:
             notes += _mark_failing_gold(Domain(domain, tmp), source, converted)
+            notes += _results_note(Domain(domain, tmp))
     return Written(Domain(domain, out), converted, rows, kept, out / "tasks" / f"{domain}.jsonl",
                    tools, notes)
 
@@ -128,6 +136,32 @@ def _mark_failing_gold(domain: Domain, source: Source, converted: Converted) -> 
         lines.append(f"{len(marked.unchecked)} task(s) call a tool not written yet, so their "
                      "failing calls are not marked; re-import with --force once it is")
     return lines
+
+
+def _results_note(domain: Domain) -> list[str]:
+    """A kept tools.py whose results the agent does not see as tau2 shows them (written by an
+    import that predates RESULTS, or edited)."""
+    try:
+        name = getattr(domain.tools_module, "RESULTS", DEFAULT_FORMAT)
+    except EndstateError:
+        return []  # _mark_failing_gold said why it does not load
+    if name == "tau2":
+        return []
+    note = (f"your tools.py shows tool results to the agent in the format {name!r}, not as tau2 "
+            "does (a string quoted as JSON, say): add the line RESULTS = \"tau2\" to it "
+            "(docs/authoring.md, porting a tau2-bench tool)")
+    return [note]
+
+
+def _holder(source: Source, inits: list[dict], model: DataModel | None) -> Path:
+    """The file holding what the mapping refused (a field named sqlite_master, say): db.json if
+    the document alone does not map, else tasks.json if its inits do not, else the data model."""
+    for path, shapes in ((source.db_file, []), (source.tasks_file, inits)):
+        try:
+            infer_mapping(source.document, *shapes)
+        except MappingError:
+            return path
+    return model.path if model else source.db_file
 
 
 def _files(source: Source, domain: str, mapping, converted: Converted,
@@ -186,6 +220,18 @@ def _load(domain: Domain, generated: list[str], mapping: Mapping, document: dict
         conn.close()
 
 
+def issues_warning(issues: dict[str, list[str]]) -> list[str]:
+    """The imported tasks whose tau2 `issues` record a problem: counted by status, named."""
+    counts = Counter(status for statuses in issues.values() for status in statuses)
+    by_status = ", ".join(f"{counts[s]} {s}" for s in ISSUE_STATUSES if counts[s])
+    warning = (f"warning: {len(issues)} task(s) carry issues tau2's authors recorded "
+               f"({by_status}): tau2 id(s) {', '.join(issues)}; each is tagged {ISSUE_TAG}STATUS, "
+               f"one with an open issue also {KNOWN_BAD}, and its issues are in its notes: read "
+               f"them before training or reporting on these tasks (--tag '{ISSUE_TAG}*' selects "
+               "them)")
+    return [warning]
+
+
 def report(written: Written, out: Path) -> list[str]:
     """What the import did and what to do next, for stderr."""
     c, name = written.converted, written.domain.name
@@ -202,6 +248,8 @@ def report(written: Written, out: Path) -> list[str]:
                      "and nothing to say; tau2 scores them so too): tau2 id(s) "
                      f"{', '.join(c.vacuous)}; grade validate calls them unsound: add a check or "
                      "leave them out")
+    if c.issues:
+        lines += issues_warning(c.issues)
     if c.documents:
         lines.append(f"  {len(c.documents)} task(s) cite required_documents, tau2's knowledge base "
                      "of documents, which is not in the database and not imported: give the agent "

@@ -7,7 +7,7 @@ more than $10.00 is possible, and forbidden. That is the policy trap the tasks c
 
 from datetime import datetime, timedelta
 
-from endstate.core.env.tools import Db, ToolError, tool
+from endstate.api import Db, ToolError, tool
 
 NOW = "2026-01-15T12:00:00"  # the domain's clock: db.now in every tool
 LOAN_DAYS = 21

@@ -35,6 +35,11 @@ def system_prompt(domain: Domain) -> str:
 def replay(domain: Domain, record: dict[str, Any], steps: list[Step]) -> dict[str, Any]:
     """Run `steps` on a fresh sandbox for the task `record` and return the episode record they
     produce (graders take records as files hold them)."""
+    return replay_episode(domain, record, steps).record()
+
+
+def replay_episode(domain: Domain, record: dict[str, Any], steps: list[Step]) -> Episode:
+    """The Episode `steps` make on a fresh sandbox for the task `record`."""
     task = Task.of(record)
     with Sandbox(domain, task.init, task.tools) as sandbox:
         transcript: list[Message] = [SystemMessage(system_prompt(domain)), UserMessage(task.user.opening)]
@@ -51,7 +56,7 @@ def replay(domain: Domain, record: dict[str, Any], steps: list[Step]) -> dict[st
             episode_id=f"{task.id}/replay/{digest}", task_id=task.id, domain=domain.name,
             attempt=0, policy=Policy(model="replay", backend="replay"), status="ok",
             termination="replay", messages=transcript, changes=table_changes(sandbox.changes()),
-            seed_digest=sandbox.seed_digest, usage={}, cost_usd=0.0).record()
+            seed_digest=sandbox.seed_digest, usage={}, cost_usd=0.0)
 
 
 def call_id(index: int) -> str:

@@ -1,13 +1,10 @@
-"""Agent backends. Each gives an episode a session with two moves: `act()` (one model call,
-interpreted) and `observe(messages)` (tool results or a user reply).
+"""What an agent backend gives an episode: a session with two moves, `observe(messages)` (what the
+transcript gained) and `act()` (one model call, interpreted as a Turn); and what the sessions share
+(the few-shot turns, the tools' parameters).
 
-- chat:        OpenAI-compatible chat completions with native tools (hosted models, vLLM + parser).
-- completions: token-in/token-out against an OpenAI-compatible completions endpoint: endstate
-               renders the prompt with the chat template and parses the raw text itself.
-- local:       in-process transformers generation, batched across episodes (see local_model).
-
-The backends: agent.chat (chat) and agent.tokens (local, completions); the wire to endpoints,
-its retries and its contract checks: core.wire.endpoints.
+The backends: agent.chat (chat completions with native tools) and agent.tokens (token-in/
+token-out: the local model, or a completions endpoint); by name: core.episode.backends; the wire
+to endpoints, its retries and its contract checks: core.wire.endpoints.
 """
 
 from __future__ import annotations
@@ -86,15 +83,17 @@ def few_shot_of(domain: Domain) -> list[FewShot]:
 # -- backends: what an episode opens a session on -------------------------------------------------
 
 class AgentSession(Protocol):
-    """One episode's conversation with the agent. The episode owns the transcript; `begin` shows
-    the session its start ([system, opening]), `observe` what the transcript gained since the
-    session's last turn (tool results, or the user's reply), `act` is one model call."""
+    """One episode's conversation with the agent. The episode loop's list is the only copy of the
+    transcript: the session is told of each message of the conversation as the loop appends it,
+    in order, through `observe`: the start ([system, opening]), its own turns, tool results, the
+    user's replies (endstate's note that a context overflowed ends the record, not the
+    conversation). It keeps what it needs to make the next call (a request body, token ids),
+    never the list. `act` is one model call."""
 
     system: str  # the system prompt the session renders (policy, tools, few-shot framing)
 
-    def begin(self, transcript: list[Message]) -> None: ...
-    async def act(self) -> Turn: ...
     def observe(self, new: list[Message]) -> None: ...
+    async def act(self) -> Turn: ...
 
 
 class AgentBackend(Protocol):

@@ -1,0 +1,4 @@
+CREATE TABLE counters (
+  id TEXT PRIMARY KEY,
+  value INTEGER NOT NULL
+);
