@@ -22,20 +22,23 @@ END = "<!-- end of the generated reference -->"
 WIDTH = 100  # fixed, so the page does not depend on the terminal that wrote it
 
 
+def context(cmd: click.Command, name: str, parent: click.Context | None = None) -> click.Context:
+    """The context the command runs in (its own settings: `-h` is help), at the page's width."""
+    return click.Context(cmd, info_name=name, parent=parent, **{
+        **cmd.context_settings, "terminal_width": WIDTH, "max_content_width": WIDTH})
+
+
 def commands() -> list[tuple[str, click.Command, click.Context]]:
     """(name as typed, command, its context) for every console script and its subcommands."""
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     out = []
     for name, target in scripts.items():
         cli = importlib.import_module(target.partition(":")[0]).cli  # main wraps the click `cli`
-        ctx = click.Context(cli, info_name=name, terminal_width=WIDTH, max_content_width=WIDTH)
+        ctx = context(cli, name)
         out.append((name, cli, ctx))
         if isinstance(cli, click.Group):
-            for sub in sorted(cli.commands):
-                cmd = cli.commands[sub]
-                out.append((f"{name} {sub}", cmd, click.Context(cmd, info_name=sub, parent=ctx,
-                                                                 terminal_width=WIDTH,
-                                                                 max_content_width=WIDTH)))
+            out += [(f"{name} {sub}", cli.commands[sub], context(cli.commands[sub], sub, ctx))
+                    for sub in sorted(cli.commands)]
     return out
 
 
