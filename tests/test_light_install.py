@@ -43,8 +43,14 @@ def test_grpo_names_the_train_extra_for_what_it_includes():
 
 
 @pytest.mark.parametrize("module, code", [("torch", 2), ("scipy.special", 2), ("not_an_extra", 70)])
-def test_a_missing_extra_is_a_usage_error_naming_it(module, code):
+def test_a_missing_extra_is_a_usage_error_naming_it(module, code, monkeypatch):
     import click
+
+    from endstate.core.console import stdio
+
+    # in-process: the wrapper must not move this worker's stdout (the later tests' CliRunner
+    # output would go there)
+    monkeypatch.setattr(stdio, "reserve_stdout", lambda: None)
 
     @click.command()
     def needs():
