@@ -372,13 +372,13 @@ def test_off_policy_settings_are_checked(flags, message):
 
 def test_rollout_correction_is_on_by_default_for_vllm_only():
     from endstate.grpo.config import TrainConfig
-    from endstate.grpo.metrics import loss_config
+    from endstate.grpo.objective import LossConfig
 
-    assert loss_config(TrainConfig(rollout_engine="vllm", temperature=0.7)).rollout_is == "token"
-    assert loss_config(TrainConfig(rollout_engine="vllm", temperature=0.7)).temperature == 0.7
-    assert loss_config(TrainConfig(rollout_engine="local")).rollout_is == "off"
-    assert loss_config(TrainConfig(rollout_engine="local", rollout_is="sequence")).rollout_is == "sequence"
-    assert loss_config(TrainConfig(temperature=0.0)).temperature == 1.0  # greedy: raw logits
+    assert LossConfig.of(TrainConfig(rollout_engine="vllm", temperature=0.7)).rollout_is == "token"
+    assert LossConfig.of(TrainConfig(rollout_engine="vllm", temperature=0.7)).temperature == 0.7
+    assert LossConfig.of(TrainConfig(rollout_engine="local")).rollout_is == "off"
+    assert LossConfig.of(TrainConfig(rollout_engine="local", rollout_is="sequence")).rollout_is == "sequence"
+    assert LossConfig.of(TrainConfig(temperature=0.0)).temperature == 1.0  # greedy: raw logits
 
 
 def test_world_size_divisibility_is_checked():

@@ -80,12 +80,10 @@ class StandInVLLM:
         self.model, self.tokenizer = load(model_dir)
         self.seeds = RequestSeeds()
 
-    def sampler(self, max_new_tokens, temperature, top_p, seed, top_k=None, stop=()):
+    def sampler(self, sampling, seed):
         from endstate.core.agent.local_model import LocalGenerator
-        from endstate.core.agent.sampling import Sampling
 
-        sampling = Sampling(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                            top_k=top_k, stop=tuple(stop))
+        StandInVLLM.sampling = sampling
         local = LocalGenerator(self.model, self.tokenizer, sampling,
                                seed=seed, max_batch=64, logprobs_at_temperature=True)
 

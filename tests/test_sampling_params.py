@@ -286,10 +286,10 @@ def test_grpo_trainer_logprobs_under_top_k_are_the_samplers(tiny_model, tiny):
     from endstate.grpo.config import TrainConfig
     from endstate.grpo.distributed import init_distributed
     from endstate.grpo.engine import Policy, ds_config, resolve_ds_config
-    from endstate.grpo.metrics import loss_config
+    from endstate.grpo.objective import LossConfig
 
     model, tokenizer, prompts = tiny
-    loss = loss_config(TrainConfig(temperature=0.8, top_k=3))
+    loss = LossConfig.of(TrainConfig(temperature=0.8, top_k=3))
     assert (loss.temperature, loss.top_k, loss.top_p) == (0.8, 3, 1.0)
     generator = LocalGenerator(model, tokenizer, Sampling(max_new_tokens=6, temperature=0.8, top_k=3), seed=4,
                                logprobs_at_temperature=True)

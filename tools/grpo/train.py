@@ -9,17 +9,19 @@ The algorithm, per step:
      its place (DAPO's dynamic sampling). A group with a `system_error` episode is never scored:
      its task is generated again. Both are bounded: at most `max_rounds` generation rounds per step,
      `max_regenerations` per task; every count goes to the metrics line.
-  3. Advantage of an episode = reward − group mean, divided by (group std + ε) unless --no-std-norm.
-     Every completion token of the episode carries it; prompt, observation and padding tokens are
-     masked out. Training ids are the sampler's own ids (no re-tokenization).
-  4. Loss = clipped surrogate −min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A) per token, capped at c·|A|
+  3. Advantage of an episode = reward − group mean, divided by (group std + ε) unless --no-std-norm
+     (--advantage: algorithm.ADVANTAGES). Every completion token of the episode carries it; prompt,
+     observation and padding tokens are masked out. Training ids are the sampler's own ids (no
+     re-tokenization).
+  4. Loss (--policy-loss: algorithm.POLICY_LOSSES, GSPO's sequence ratio in losses/gspo.py) =
+     clipped surrogate −min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A) per token, capped at c·|A|
      for A < 0 (dual clip), ρ = π_θ / π_old, every log-prob at the sampling temperature (logits/T,
      sampler and trainer alike). π_old is the sampler's log-prob, or, with the rollout importance
      correction on (default for the vllm engine), the trainer's own and the loss is weighted by
      min(π_trainer / π_sampler, C) per token or sequence (correction.py). Aggregated token-mean over
      all completion tokens of the batch (or seq-mean-token-mean, seq-mean-token-sum-norm),
-     + β·KL_k3(π‖π_ref) when kl_coef > 0. Micro-batches accumulate; one AdamW step, gradients
-     clipped at 1.0. If every advantage is zero (no informative group survived), the step is skipped.
+     + β·KL(π‖π_ref) when kl_coef > 0 (k3 per token, or --kl-penalty's). Micro-batches
+     accumulate; one AdamW step, gradients clipped at 1.0. If every advantage is zero (no informative group survived), the step is skipped.
   5. Append one attempt record per episode to attempts.jsonl (each training group is a probe),
      one metrics line to metrics.jsonl; optionally retire tasks whose posterior left the kept bands
      (--retire), or re-bucket the pool online (--rebucket, grpo/retire.py);
@@ -60,7 +62,7 @@ from endstate.core.errors import EndstateError
 from endstate.core.grading.grader import Grader
 from endstate.core.records.episode import attempt_record
 from endstate.core.records.jsonl import checked_line, dumps
-from endstate.grpo.algorithm import group_advantages, normalizer
+from endstate.grpo.algorithm import advantages, normalizer
 from endstate.grpo.batch import Sample, sample_of
 from endstate.grpo.checkpoint import (
     latest_checkpoint,
@@ -74,12 +76,14 @@ from endstate.grpo.dashboards import Dashboards, scalars
 from endstate.grpo.distributed import init_distributed, leave_distributed
 from endstate.grpo.engine import Policy, ds_config, resolve_ds_config
 from endstate.grpo.evaluation import Evaluation
-from endstate.grpo.metrics import loss_config, reduce_stats, step_line, step_log, step_metrics
+from endstate.grpo.metrics import reduce_stats, step_line, step_log, step_metrics
+from endstate.grpo.objective import LossConfig
 from endstate.grpo.outcome import Outcome
 from endstate.grpo.prepare import check_run_endpoints, judge_of, runnable_pool, seed_everything
 from endstate.grpo.retire import retirement_of
 from endstate.grpo.rollouts import run_config, run_groups, slim
 from endstate.grpo.sampling import Collected, Group, PoolSampler, collect
+from endstate.grpo.settings import recorded
 
 LOGS = ("metrics.jsonl", "attempts.jsonl", "episodes.jsonl")  # per step: cut back on --resume
 
@@ -213,13 +217,12 @@ class Trainer:
             self.policy.refresh_replica()
 
     def _generator(self, seed: int):
+        sampling = run_config(self.cfg, seed, self.prompting).sampling  # the episodes' own
         if self.vllm:
-            return self.vllm.sampler(self.cfg.max_new_tokens, self.cfg.temperature, self.cfg.top_p, seed,
-                                     top_k=self.cfg.top_k, stop=self.cfg.stop)
+            return self.vllm.sampler(sampling, seed)
         module = self.policy.rollout_model()
         module.eval()
         # log-probs at the sampling temperature: what the update's ratio compares against
-        sampling = run_config(self.cfg, seed, self.prompting).sampling
         return LocalGenerator(module, self.policy.tokenizer, sampling,
                               seed=seed, max_batch=self.cfg.jobs, logprobs_at_temperature=True).generate
 
@@ -285,7 +288,7 @@ class Trainer:
         rollout_s = time.perf_counter() - started
         samples = [sample_of(e["turns"], a, e["episode_id"])
                    for g in collected.groups
-                   for e, a in zip(g.episodes, group_advantages(g.rewards, cfg.std_norm, cfg.adv_eps))]
+                   for e, a in zip(g.episodes, advantages(g.rewards, cfg))]
         # no token sampled, nothing to train (its reward is in its group's advantages): dropped, counted
         empty = sum(not s.completion_tokens for s in samples)
         samples = [s for s in samples if s.completion_tokens]
@@ -297,7 +300,7 @@ class Trainer:
             per_rank = max(-(-len(shard_samples(samples, r, self.world)) // cfg.micro_batch)
                            for r in range(self.world))
             norm = normalizer([s.completion_tokens for s in samples], cfg.loss_agg, cfg.max_new_tokens)
-            stats = self.policy.update(mine, loss_config(cfg), norm, per_rank)
+            stats = self.policy.update(mine, LossConfig.of(cfg), norm, per_rank)
             stats = reduce_stats(stats, self.world, self.policy.engine.device)
             self._refresh_rollout_weights()
         elif samples:
@@ -305,7 +308,7 @@ class Trainer:
         update_s = time.perf_counter() - t
         self.step += 1
         metrics = step_metrics(self.step, collected, samples, stats, skipped,
-                               time.perf_counter() - started, rollout_s, update_s, cfg.rollout_is_level, empty)
+                               time.perf_counter() - started, rollout_s, update_s, recorded(cfg), empty)
         metrics.update(self.retirement.step_metrics(collected.generated, self.sampler, self.step)
                        if self.retirement else {"retired": []})
         metrics.update(self.evaluate())

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from endstate.core.agent.local_model import Generation
+from endstate.core.agent.sampling import Sampling
 from endstate.core.errors import EndstateError
 from endstate.grpo.tensor_parallel import GroupBatches
 
@@ -88,20 +89,17 @@ class VLLMGenerator:
         self.eos_id = AutoTokenizer.from_pretrained(model_dir).eos_token_id
         self.seeds = RequestSeeds()
 
-    def sampler(self, max_new_tokens: int, temperature: float, top_p: float, seed: int,
-                top_k: int | None = None, stop: list[str] | tuple[str, ...] = (),
-                ) -> Callable[[list[list[int]], list[int]], list[Generation]]:
-        """A generate(prompts) over this engine; `top_k` None is off, `stop` ends a completion
-        with the token that completes a stop string (not finished: the next delta adds the end
-        of turn, as the local generator does)."""
+    def sampler(self, sampling: Sampling, seed: int) -> Callable[[list[list[int]], list[int]], list[Generation]]:
+        """A generate(prompts) over this engine, sampling as `sampling` says (sampling_params);
+        `stop` ends a completion with the token that completes a stop string (not finished: the
+        next delta adds the end of turn, as the local generator does)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        optional = {**({"top_k": top_k} if top_k else {}), **({"stop": list(stop)} if stop else {})}
+        by_name = sampling_params(sampling)
 
         def run(prompts: list[list[int]], seeds: list[int]):
-            params = [SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                     seed=s, logprobs=0, **optional) for s in seeds]
+            params = [SamplingParams(**by_name, seed=s, logprobs=0) for s in seeds]
             return self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
                                      use_tqdm=False)
 
@@ -147,6 +145,16 @@ class VLLMGenerator:
             return
         batch = list(weights)
         self.llm.collective_rpc(lambda worker, b=batch: worker.model_runner.model.load_weights(b))
+
+
+def sampling_params(sampling: Sampling) -> dict[str, Any]:
+    """vLLM SamplingParams keywords of a Sampling, by name: the fields of an OpenAI request body
+    (Sampling.request_fields: max_tokens, temperature, top_p, and top_k, min_p, the penalties and
+    stop where set), which SamplingParams takes under the same names. Unset ones stay vLLM's
+    defaults (top_k off). A request body's extra keys have no SamplingParams: refused."""
+    if sampling.extra_body:
+        raise EndstateError("extra_body: the vllm engine sends no request body; leave it unset")
+    return sampling.request_fields()
 
 
 def _has_reload() -> bool:
