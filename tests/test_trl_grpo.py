@@ -2,7 +2,7 @@
 episodes, and the rewards TRL saw are endstate's grades of the episodes the server saved.
 
 The model is the tests' tiny one on the buttons domain (grpo_fixtures/tiny.py), not the embedded
-SmolLM2: one GRPO step of SmolLM2 through TRL's tool loop took 200 s on this 2-core box (its prompt
+SmolLM2: one GRPO step of SmolLM2 through TRL's tool loop takes minutes on 2 CPU cores (its prompt
 carries a domain's policy and tool schemas), and its calls are rarely well-formed, so every reward
 would be 0. The tiny model's vocabulary holds the buttons domain's two complete tool calls as
 tokens: it presses a button now and then, so the rewards are a mix of 1 and 0 to compare."""
