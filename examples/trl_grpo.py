@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
-from endstate.rollout.openenv_types import EndstateAction, EndstateEnvClient
+from endstate.api import EndstateAction, EndstateEnvClient
 
 JSON_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list,
               "object": dict}

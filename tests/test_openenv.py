@@ -243,3 +243,10 @@ def test_served_episodes_are_saved_and_graded_again_and_audited(tmp_path):
     audited = run_tool("grade", "audit", "--tasks", str(task_file), "-", input=graded.stdout)
     assert audited.returncode == 0, audited.stderr
     assert "1 audited, 0 another way" in audited.stderr and audited.stdout == ""  # the success
+
+
+def test_the_client_and_action_come_from_the_public_api():
+    from endstate import api
+
+    assert api.EndstateEnvClient is EndstateEnvClient and api.EndstateAction is EndstateAction
+    assert not set(api.OPENENV) & set(api.__all__)  # `import *` needs no openenv-core
