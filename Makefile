@@ -27,9 +27,10 @@ setup: $(VENV)/.installed ## create .venv with the locked, hash-checked versions
 
 $(VENV)/.installed: pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	# torch first: DeepSpeed is an sdist whose build imports it (built without isolation, or its
-	# build would pull a multi-GB CUDA torch). The lock holds every package, so --no-deps.
-	awk '/^torch==/ {p = 1; print; next} p && /^ +--hash/ {print; next} {p = 0}' $(LOCK) > $(VENV)/torch.txt
+	# torch and setuptools first: DeepSpeed is an sdist built without isolation (or its build would
+	# pull a multi-GB CUDA torch), which imports torch and needs setuptools' own bdist_wheel (70.1+;
+	# a fresh venv has 65). The lock holds every package, so --no-deps.
+	awk '/^(torch|setuptools)==/ {p = 1; print; next} p && /^ +--hash/ {print; next} {p = 0}' $(LOCK) > $(VENV)/torch.txt
 	$(PIP_INSTALL) $(PY) --require-hashes --no-deps -r $(VENV)/torch.txt
 	DS_BUILD_OPS=0 $(PIP_INSTALL) $(PY) --require-hashes --no-deps --no-build-isolation -r $(LOCK)
 	$(PIP_INSTALL) $(PY) --no-deps --no-build-isolation -e .
