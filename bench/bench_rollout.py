@@ -15,7 +15,7 @@ the window, as a run pays them. The one-time load of the domains is timed apart 
 With --procs 2 the forked workers open their own seats and connections inside the window (a worker
 lives for one run and keeps no seat of its parent), so those figures include them.
 
-Beside each --procs 1 figure, the floor of this box: the same number of episodes in flight, each
+Beside each --procs 1 figure, the box's floor: the same number of episodes in flight, each
 making as many calls as its rollout episode did, but plain HTTP exchanges with the same double (a
 fixed request it answers after the latency) on kept connections: the client, the loopback TCP and
 the double, without endstate's episode. The floor's request is small, so the double spends less

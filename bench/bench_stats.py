@@ -4,7 +4,7 @@ Prints, from one run on the same file, the wall time of each tool against two ba
 (a) a plain orjson parse loop over the file (a Python subprocess, like the tools), and
 (b) jq counting successes per task (`jq -s 'group_by(.task_id) | ...'`).
 Targets: each tool <= 1.5x the orjson parse and >= 4x faster than jq.
-Every figure is the best of --repeats runs (this box is shared; the minimum is the least noisy);
+Every figure is the best of --repeats runs (on a shared box the minimum is the least noisy);
 the tools run as their console scripts, interpreter start-up and imports included.
 
     .venv/bin/python bench/bench_stats.py [--records 1000000] [--repeats 3]

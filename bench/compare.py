@@ -1,7 +1,7 @@
 """Set a `make bench` run's figures against the committed baseline; exit 1 on a regression.
 
 Each baseline figure has a tolerance, chosen from the noise of repeated runs on an idle 2-core box
-(README.md, Benchmarks): a figure that is worse than the baseline by more than its tolerance (as a
+(docs/benchmarks.md): a figure that is worse than the baseline by more than its tolerance (as a
 fraction of the baseline) is a regression, and so is a baselined figure the run did not record.
 Better than the baseline by more than the tolerance is reported as an improvement: refresh the
 baseline with --update (it keeps each tolerance, or widens it to what --noise runs show; narrow

@@ -3,6 +3,7 @@
 import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -10,18 +11,46 @@ from pathlib import Path
 
 import pytest
 
-# pytest -n 2 runs two workers on this 2-core box: one torch thread each, or OpenMP's spinning
+# pytest -n 2 runs two workers on a 2-core box: one torch thread each, or OpenMP's spinning
 # threads oversubscribe the cores and generation slows down ~15x. Subprocesses inherit this.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Seeds are cached by content digest; keep the test run's cache out of the user's home.
 os.environ.setdefault("ENDSTATE_CACHE", os.path.join(tempfile.gettempdir(), "endstate-test-cache"))
-# The tests' endpoints are loopback doubles: a proxy this box's environment names must not carry
+# The tests' endpoints are loopback doubles: a proxy the environment names must not carry
 # them (tests/test_proxy.py sets its own proxy variables).
 for _name in ("no_proxy", "NO_PROXY"):
     os.environ[_name] = ",".join(filter(None, [os.environ.get(_name), "127.0.0.1", "localhost"]))
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+SLOW = "slow: make test-slow (ENDSTATE_SLOW=1) runs it, and CI"
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "tools", "schemas", "domains", "tasks", "configs")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked slow (minutes on 2 cores) run only with ENDSTATE_SLOW=1: `make test` stays
+    fast, `make test-slow` and CI run them."""
+    if os.environ.get("ENDSTATE_SLOW"):
+        return
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=SLOW))
+
+
+def build_wheel(tmp_path: Path) -> tuple[Path, str]:
+    """endstate's wheel built from a copy of the sources (building in place would leave build/ in
+    the checkout), and pip's output."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in WHEEL_SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(ROOT / name, src / name)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                            "-w", tmp_path / "dist", src], check=True, capture_output=True, text=True)
+    return next((tmp_path / "dist").glob("endstate-*.whl")), built.stdout + built.stderr
 
 
 @functools.cache

@@ -94,7 +94,7 @@ def test_p_new_better_is_uniform_under_the_null(tasks, seed):
 
 def test_the_calibration_can_fail():
     """The same harness on the naive interval (attempts as independent Bernoulli trials, the
-    error the issue measured at 47%) lands far below 93%: the bounds above are not vacuous."""
+    error measured at 47% coverage) lands far below 93%: the bounds above are not vacuous."""
     draw, truth = population(2, 3, 200)
     rng = np.random.default_rng(9)
     hits = 0

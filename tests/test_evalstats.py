@@ -155,7 +155,7 @@ def reference(ns, cs, *, pooled=True, clusters=None, estimand="population"):
 
 @pytest.mark.parametrize("ns, cs, clusters", [
     ([4, 4, 4], [3, 4, 1], None),
-    ([100, 2, 2, 2], [100, 0, 0, 0], None),  # the pooled vs task-mean case
+    ([100, 2, 2, 2], [100, 0, 0, 0], None),  # pooled and task mean far apart
     ([20] * 6, [0, 3, 9, 14, 20, 5], ["a", "a", "b", "b", "c", "c"]),
     ([5, 9, 13, 2, 7], [1, 9, 0, 2, 3], [0, 1, 0, 1, 2]),
 ])

@@ -71,6 +71,7 @@ BASES = {
     ("rollout", ("run",)): [F["empty"]],
     ("rollout", ("parity",)): [F["empty"]],
     ("rollout", ("serve-mcp",)): [F["tasks"], "--out", f"{WORK}/mcp.jsonl", "--task", "nosuch"],
+    ("rollout", ("serve-openenv",)): [F["tasks"], "--task", "nosuch"],
     ("probe", ()): [F["empty"]],
     ("grpo", ("train",)): ["--pool", F["pool"], "--out", f"{WORK}/run", "--dry-run"],
     ("grpo", ("export",)): [f"{WORK}/no-checkpoint", f"{WORK}/exported"],

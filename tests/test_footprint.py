@@ -76,7 +76,7 @@ def test_every_task_is_graded_with_the_guard_unless_it_writes_its_own():
 
 # -- the built-in domains ------------------------------------------------------------------------
 
-# (task, the one call after its gold, the table it writes, what the guard says): the issue an
+# (task, the one call after its gold, the table it writes, what the guard says): the side effect an
 # optimizer finds in each domain: a booking's dates moved after its downgrade, a ticket re-routed
 # after it is left pending, a card's limit raised after it is frozen, an assignment's end moved
 # with its hours, the customer's email changed, a driver added to a policy.

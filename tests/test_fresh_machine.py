@@ -32,6 +32,7 @@ def records(stdout: str, kind: str) -> list[dict]:
     return out
 
 
+@pytest.mark.slow
 def test_a_fresh_machine_runs_every_tool_with_records_only_on_stdout(tmp_path):
     env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path / "home"),
            "ENDSTATE_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}

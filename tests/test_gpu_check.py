@@ -19,10 +19,11 @@ from numerics import assert_close, decoder_terms, logprob_magnitude
 LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
+@pytest.mark.slow
 def test_gpu_check_dry_run_runs_every_stage(tmp_path):
     env = {**{k: v for k, v in os.environ.items() if k not in LAUNCH_VARS},
            "OUT": str(tmp_path / "check"), "PYTHON": str(BIN / "python"), "STAGE_TIMEOUT": "600"}
-    # The limits turn a hang into a failure, nothing more: the run takes ~70 s on this 2-core box
+    # The limits turn a hang into a failure, nothing more: the run takes ~70 s on an idle 2-core box
     # alone and ~140 s beside the rest of the suite, its longest stage ~25-50 s. The whole run's
     # limit covers its five stages' so that a stage's own message is what a hang shows.
     done = subprocess.run(["bash", str(ROOT / "acceptance/gpu_check.sh"), "--device", "cpu"], capture_output=True,

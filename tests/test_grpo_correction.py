@@ -42,7 +42,7 @@ def test_log_ratio_100_without_the_dual_clip_is_bounded_by_the_clamp():
 
 @pytest.mark.numerics
 def test_dual_clip_caps_a_negative_advantage_and_counts_it():
-    """The issue's case: A = −1, log ρ = 3 gave loss and gradient e^3 = 20.09, uncounted."""
+    """A = −1, log ρ = 3: without the dual clip, loss and gradient e^3 = 20.09, uncounted."""
     logp = torch.tensor([[3.0, 3.0, 0.1]], requires_grad=True)
     adv = torch.tensor([[-1.0, 1.0, -1.0]])
     plain = clipped_surrogate(logp, torch.zeros(1, 3), adv, 0.2, 0.2)

@@ -158,6 +158,7 @@ def test_checkpoint_loads_in_probe_and_export_matches(tmp_path, tiny_model, butt
     assert "tool_format: 'signatures' -> 'json'" in stderr and "prompted unlike its record" in stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("ENDSTATE_SLOW"), reason="SmolLM2 on CPU: ~70 s on 2 idle cores, ~9 min on a loaded box; ENDSTATE_SLOW=1")
 def test_smollm2_two_steps_on_built_in_tasks(tmp_path):
     """The embedded SmolLM2-135M on built-in retail training tasks: 2 steps of 1 task × 2

@@ -108,7 +108,7 @@ def test_zero3_loads_partitioned_but_every_rank_reads_a_whole_copy_below_it():
                       rollout="vllm")
     loads = {s.stage: next(size for label, size in make_plan(shape, s).host if label.startswith("model load"))
              for s in (reference, replace(reference, stage=2, offload_param=False))}
-    assert loads[2] == shape.params * 2 * 8  # the issue's 8 × 54 GB per node
+    assert loads[2] == shape.params * 2 * 8  # 8 ranks × 54 GB per node
     assert loads[3] < loads[2] / 100
 
 
@@ -224,7 +224,7 @@ def test_the_engine_share_against_the_arithmetic_by_hand(tmp_path):
                                                magnitude=share + weights + peak)
         assert share_fits(shape, setup) == (weights + peak + kv_sequence <= share), tp
     assert [share_fits(shape, replace(setup, vllm_tp=tp)) for tp in (1, 2, 4)] == [False, False, True]
-    assert shape.params * 2 > share  # TP 1: the weights alone exceed the share, as the issue measured
+    assert shape.params * 2 > share  # TP 1: the weights alone exceed the share
 
 
 def test_a_plan_whose_weights_exceed_the_engine_share_is_refused_naming_what_fits(tmp_path):

@@ -4,31 +4,18 @@ domains, task suites and DeepSpeed configs inside the installed package."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
 
-from conftest import ROOT
-
-SOURCES = ("pyproject.toml", "README.md", "tools", "schemas", "domains", "tasks", "configs")
+from conftest import build_wheel
 
 
 def test_an_installed_wheel_finds_its_builtin_data(tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    for name in SOURCES:  # a copy: building in place would leave build/ in the checkout
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, src / name, symlinks=True,
-                            ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(ROOT / name, src / name)
     pip = [sys.executable, "-m", "pip"]
-    built = subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist",
-                            src], check=True, capture_output=True, text=True)
+    wheel, output = build_wheel(tmp_path)
     # A newcomer's `make setup` prints these once per data folder unless pyproject names it.
-    assert "absent from the `packages` configuration" not in built.stdout + built.stderr
-    wheel = next((tmp_path / "dist").glob("endstate-*.whl"))
+    assert "absent from the `packages` configuration" not in output
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
     subprocess.run([*pip, "--python", venv / "bin" / "python", "install", "-q", "--no-deps",

@@ -225,3 +225,16 @@ def summary(attempts: Iterable[Attempt | GradedEpisode], *, ks: Sequence[int] | 
     report = Study(counted, None, None, POPULATION).report(list(by),
                                                            None if ks is None else list(ks))
     return report.to_builtins()
+
+
+# OpenEnv's typed client and messages for `rollout serve-openenv` (the openenv extra): imported
+# when asked, outside __all__, so `from endstate.api import *` never needs openenv-core
+OPENENV = ("EndstateAction", "EndstateEnvClient", "EndstateObservation", "EndstateState")
+
+
+def __getattr__(name: str) -> Any:
+    if name in OPENENV:
+        from endstate.rollout import openenv_types
+
+        return getattr(openenv_types, name)
+    raise AttributeError(f"module 'endstate.api' has no attribute {name!r}")

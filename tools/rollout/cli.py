@@ -20,6 +20,7 @@ from endstate.core.episode.runtime import run_episodes
 from endstate.core.errors import ExitCode
 from endstate.core.records.episode import prompting_of
 from endstate.core.records.jsonl import checked_line, read_jsonl
+from endstate.rollout.openenv_cmd import serve_openenv
 from endstate.rollout.serve_cmd import serve_mcp
 
 
@@ -121,6 +122,7 @@ def parity(episodes, domains, skip, quiet):
 
 
 cli.add_command(serve_mcp)
+cli.add_command(serve_openenv)
 
 main = run(cli)
 

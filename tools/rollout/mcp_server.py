@@ -102,6 +102,7 @@ class SandboxSession:
         self.domain, self.task, self.attempt, self.user, self.price = domain, task, attempt, user, price
         self.policy = policy or Policy(model="mcp-client", backend="mcp")
         self.sandbox = Sandbox(domain, task.init, task.tools)
+        self.episode_id = episode_id(task.id, attempt)  # from the start: an OpenEnv reset shows it
         self.transcript: list[Message] = [SystemMessage(domain.policy), UserMessage(task.user.opening)]
         self.termination: str | None = None  # user_stop once the user ends the conversation
         self.error: ErrorInfo | None = None  # a system error ends the episode too
@@ -164,7 +165,7 @@ class SandboxSession:
         usage = {"user": msgspec.structs.replace(self.user.usage)}
         timing = {k: round(v, 4) for k, v in self.timing.items()}
         return Episode(
-            episode_id=episode_id(task.id, self.attempt), task_id=task.id,
+            episode_id=self.episode_id, task_id=task.id,
             domain=self.domain.name, attempt=self.attempt, policy=self.policy,
             status="system_error" if failed else "ok", error=self.error,
             termination=None if failed else self.termination or "agent_done",

@@ -22,12 +22,12 @@ from endstate.core.cli.run_options import (
     IDLE_WITHOUT,
     needs_user_model,
     refuse_idle_flags,
+    task_selection,
     user_option,
 )
 from endstate.core.console.progress import Progress, note
 from endstate.core.episode.config import RunConfig, UserMaker, price_of
 from endstate.core.episode.plan import (
-    TaskFilter,
     parse_shard,
     plan,
     refuse_unplayable,
@@ -80,7 +80,7 @@ class GatewaySettings:
     session_timeout: float
 
 
-def _user_options(fn):
+def user_side_options(fn):
     """The simulated user behind send-message-to-user: rollout's --user flags, same meaning."""
     for option in reversed([
         user_option,
@@ -154,17 +154,14 @@ def _not_stdout(ctx, param, path: str) -> str:
                                       "written as abandoned.")
 @click.option("--attempt", type=ranges.count(0), default=0, show_default=True,
               help="stdio: attempt number recorded in the episode.")
-@click.option("--task", "task_ids", multiple=True, metavar="ID",
-              help="Only tasks whose id matches this shell-style pattern (repeatable: any of).")
-@click.option("--tag", "task_tags", multiple=True, metavar="TAG",
-              help="Only tasks with a tag matching this pattern (repeatable: any of).")
+@task_selection
 @click.option("--model", default="mcp-client", show_default=True,
               help="The agent under evaluation, recorded as the episodes' policy.model.")
-@_user_options
+@user_side_options
 @common_options(domains=True, skip_invalid=True, quiet=True)
 @bundled("user_side", UserSide)
 @bundled("http", GatewaySettings)
-def serve_mcp(task_files, out_file, http: GatewaySettings, attempt, task_ids, task_tags,
+def serve_mcp(task_files, out_file, http: GatewaySettings, attempt, select,
               user_side: UserSide, domains, skip, quiet):
     """Serve fresh sandboxes of tasks to MCP clients: the task's tools with their JSON schemas,
     and `send-message-to-user`, the channel to the task's simulated user. Each session's episode
@@ -187,7 +184,7 @@ def serve_mcp(task_files, out_file, http: GatewaySettings, attempt, task_ids, ta
                       {k: IDLE_WITHOUT[k] for k in ("user_urls", "user_model", "user_key_env")})
     cfg = user_side.run_config()
     new_session = SessionMaker(cfg)
-    tasks = runnable_tasks(task_files, domains, skip, select=TaskFilter(ids=task_ids, tags=task_tags))
+    tasks = runnable_tasks(task_files, domains, skip, select=select)
     refuse_unplayable(tasks, user_side.user_kind)
     check_endpoints(cfg, quiet=quiet, enabled=cfg.preflight)
     if http.address:
@@ -211,10 +208,10 @@ class SessionMaker:
     """(domain, task, attempt) -> a fresh SandboxSession with the task's simulated user; `close`
     closes the connections of the run's LLM users."""
 
-    def __init__(self, cfg: RunConfig):
+    def __init__(self, cfg: RunConfig, backend: str = "mcp"):
         needs_user_model(cfg.user, cfg.user_urls, cfg.user_model)
         self.make_user, self.price = UserMaker(cfg), price_of(cfg)
-        self.policy = Policy(model=cfg.model, backend="mcp")
+        self.policy = Policy(model=cfg.model, backend=backend)
 
     def __call__(self, domain, record: dict, attempt: int):
         from endstate.rollout.mcp_server import SandboxSession

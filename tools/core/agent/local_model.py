@@ -117,7 +117,7 @@ def load(path: Path, device: str = "cpu"):
 
 def kv_argument(model) -> str:
     """What this transformers calls the KV cache, as a forward/generate argument and an output
-    field: `cache` from 5.24 on, `past_key_values` before (README: tested versions)."""
+    field: `cache` from 5.24 on, `past_key_values` before (make compat runs the floor, 5.4)."""
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 

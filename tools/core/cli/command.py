@@ -17,6 +17,7 @@ from click.core import ParameterSource
 
 from endstate import __version__
 from endstate.core.cli import ranges
+from endstate.core.cli.extras import missing_extra
 from endstate.core.console import stdio
 from endstate.core.errors import EXIT_CODES_HELP, EndstateError, ExitCode
 from endstate.core.records.jsonl import SkipLog
@@ -76,6 +77,11 @@ def _wrap_each_command(command: click.Command) -> None:
             return callback(*args, **kwargs)
         except KeyboardInterrupt:
             raise EndstateError("interrupted", ExitCode.INTERRUPTED) from None
+        except ModuleNotFoundError as e:  # a light install on a path that needs an extra
+            usage = missing_extra(e, click.get_current_context().command_path)
+            if usage is None:
+                raise
+            raise usage from None
 
     command.callback = reserved
 

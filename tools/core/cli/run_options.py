@@ -85,12 +85,29 @@ def _options() -> list:
                      help="MODEL=IN,OUT in USD per million tokens (repeatable), for cost_usd."),
         click.option("--shard", callback=ranges.shard,
                      help="I/N: run only every N-th task starting at I (Slurm arrays)."),
-        click.option("--task", "task_ids", multiple=True, metavar="ID",
-                     help="Only tasks whose id matches this shell-style pattern (repeatable: any of)."),
-        click.option("--tag", "task_tags", multiple=True, metavar="TAG",
-                     help="Only tasks with a tag matching this pattern, e.g. 'template:*' "
-                     "(repeatable: any of)."),
+        *TASK_OPTIONS,
     ]
+
+
+TASK_OPTIONS = [
+    click.option("--task", "task_ids", multiple=True, metavar="ID",
+                 help="Only tasks whose id matches this shell-style pattern (repeatable: any of)."),
+    click.option("--tag", "task_tags", multiple=True, metavar="TAG",
+                 help="Only tasks with a tag matching this pattern, e.g. 'template:*' "
+                 "(repeatable: any of)."),
+]
+
+
+def task_selection(fn):
+    """--task and --tag, handed to the command as one `select` (a TaskFilter): for the commands
+    that serve tasks rather than run them (no --shard)."""
+    @functools.wraps(fn)
+    def wrapper(*args, task_ids, task_tags, **kw):
+        return fn(*args, select=TaskFilter(ids=task_ids, tags=task_tags), **kw)
+
+    for option in reversed(TASK_OPTIONS):
+        wrapper = option(wrapper)
+    return wrapper
 
 
 # A flag that does nothing without another: given on the command line where the backend or user
