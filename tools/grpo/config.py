@@ -17,6 +17,7 @@ import click
 
 from endstate.core.cli.ranges import KEY_ENV, REPEATS, RETRIES, SECONDS, SEED, URL, count, number
 from endstate.core.episode.settings import EpisodeSettings
+from endstate.core.episode.users import SIMULATED_USERS
 from endstate.core.errors import EndstateError
 from endstate.core.stats.bands import DEFAULT_NAMES
 from endstate.core.wire.keys import ROLE_KEYS, Role, resolve_keys
@@ -49,10 +50,10 @@ UNMATCHED_SAMPLING = {
 # What gives a setting its effect (`needs`): without it, the setting's flag is refused, naming it.
 EVAL = Needs(lambda c: c.eval_tasks, "--eval-tasks")
 RETIRING = Needs(lambda c: c.retire or c.rebucket, "--retire or --rebucket")
-LLM_USER = Needs(lambda c: c.user == "llm", "--user llm")
+LLM_USER = Needs(lambda c: SIMULATED_USERS[c.user].endpoint, "--user llm")
 _JUDGE = "a judge (--judge-model and --judge-base-url)"
 JUDGE = Needs(lambda c: c.judge_model, _JUDGE)
-CALLS = Needs(lambda c: c.user == "llm" or c.judge_model, f"--user llm or {_JUDGE}")
+CALLS = Needs(lambda c: SIMULATED_USERS[c.user].endpoint or c.judge_model, f"--user llm or {_JUDGE}")
 VLLM = Needs(lambda c: c.rollout_engine == "vllm", "--rollout-engine vllm")
 GRPO_ADVANTAGE = Needs(lambda c: c.advantage == "grpo", "--advantage grpo")
 
@@ -118,8 +119,8 @@ class TrainConfig(EpisodeSettings, LossSettings):
                                            "scheduler step; TRL's colocate value).", count(1, 2**24),
                                            needs=VLLM)
     # the simulated user and the judge: rollout's and probe's flags, same names and meanings
-    user: str = setting("scripted", "Simulated user: the task's script, or an LLM (rollout's --user).",
-                        click.Choice(("scripted", "llm")))
+    user: str = setting("scripted", "Simulated user: the task's script, an LLM, or a kind a plugin "
+                        "registers (rollout's --user).", SIMULATED_USERS.choice())
     user_url: list[str] = setting(help="--user llm: OpenAI-compatible base URL (repeatable; "
                                   "rollout's --user-url).", kind=URL, factory=list, needs=LLM_USER)
     user_model: str | None = setting(None, "--user llm: the served model that plays the user.",
@@ -226,8 +227,9 @@ class TrainConfig(EpisodeSettings, LossSettings):
             raise EndstateError("give --pool POOL.jsonl (bucket --tasks output or a task file)")
         if self.dual_clip and self.dual_clip <= 1:
             raise EndstateError(f"dual_clip {self.dual_clip}: use a bound above 1 (3 as verl), or 0 for off")
-        if self.user == "llm" and not (self.user_url and self.user_model):
-            raise EndstateError("--user llm needs --user-url and --user-model (YAML: user_url, user_model)")
+        if SIMULATED_USERS[self.user].endpoint and not (self.user_url and self.user_model):
+            raise EndstateError(f"--user {self.user} needs --user-url and --user-model (YAML: user_url, "
+                                "user_model)")
         if bool(self.judge_model) != bool(self.judge_base_url):
             raise EndstateError("a judge needs both --judge-model and --judge-base-url")
         if self.gpus_per_node % self.vllm_tensor_parallel:
@@ -273,7 +275,8 @@ def resolve(yaml_path: str | None, flags: dict[str, Any]) -> TrainConfig:
 def role_keys(cfg: TrainConfig) -> tuple[dict[str, str | None], dict[str, str]]:
     """The user's and the judge's API keys, and why one gets none (core.wire.keys)."""
     judged = [cfg.judge_base_url] if cfg.judge_model and cfg.judge_base_url else []
-    return resolve_keys([Role("user", cfg.user_url if cfg.user == "llm" else [], cfg.user_key_env),
+    user_urls = cfg.user_url if SIMULATED_USERS[cfg.user].endpoint else []
+    return resolve_keys([Role("user", user_urls, cfg.user_key_env),
                          Role("judge", judged, cfg.judge_key_env)])
 
 
