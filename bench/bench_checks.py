@@ -64,7 +64,7 @@ def main() -> None:
     grader = Grader(domains)
 
     def graded():  # the whole task: its row and said checks too, on the grader's connection
-        assert all(r["passed"] for r in grader.check(task, episode["changes"], episode["messages"]))
+        assert all(r.passed for r in grader.check(task, episode["changes"], episode["messages"]))
 
     start_ms = timed_ms(isolated)  # the first check of the domain starts its process
     in_process()

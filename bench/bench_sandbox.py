@@ -98,7 +98,7 @@ def timed(domain, grader: Grader, task: dict, calls: list[tuple[str, dict]], sai
                 sandbox.call(tool, args)
             changes = sandbox.changes()
         results = grader.check(task, changes, said)
-        assert all(r["passed"] for r in results), results
+        assert all(r.passed for r in results), results
 
     plain = sqlite3.connect(":memory:", isolation_level=None)
     plain.deserialize(seed_bytes)
