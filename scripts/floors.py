@@ -5,7 +5,7 @@ and, with --tests, the test files that exercise those packages, which compat run
     python scripts/floors.py local test > floors.txt
     python scripts/floors.py --tests local test      # the test files, one line
 
-Every dependency names its tests in TESTS (tests/test_compat_selection.py holds it to pyproject):
+Every dependency names its tests in TESTS (tests/test_setup.py holds it to pyproject):
 a test file listed here runs whole, with its slow tests.
 """
 
@@ -33,7 +33,7 @@ TESTS = {
     "scipy": ["tests/test_bucket.py", "tests/test_evalstats.py", "tests/test_calibration.py"],
     "matplotlib": ["tests/test_figures.py", "tests/test_study.py"],
     "markdown-it-py": ["tests/test_study.py"],  # the Markdown report rendered as GitHub would
-    # compat converts the embedded model with the floors too (its own empty cache)
+    # the local model's tests run on the embedded model make setup converted (Makefile: compat)
     "torch": MODEL + TRAINING, "transformers": MODEL + TRAINING,
     "accelerate": MODEL, "gguf": MODEL, "sentencepiece": MODEL,
     "deepspeed": DEEPSPEED,
